@@ -1,0 +1,139 @@
+"""The stream checkpoint: a hint for one unfinished model turn.
+
+The checkpoint is never a conversation store (DynamoDB's Thread commit is the
+authority). It holds just enough to resume one turn: the partial text, the
+partial tool calls and the fencing fields.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from awaken_s3.errors import CheckpointCorrupt, CheckpointTooLarge
+from awaken_s3.ids import InvalidIdError, RunId, ThreadId
+
+SCHEMA_VERSION: Final = 1
+# A marker that tells our objects apart from anything else under the prefix.
+CHECKPOINT_FORMAT: Final = "awaken-s3/stream-checkpoint"
+# A turn is bounded by the model's output limit (well under 1 MiB of text for
+# current models); 8 MiB leaves room for JSON escaping and tool arguments
+# while refusing runaway payloads before they reach S3.
+DEFAULT_MAX_CHECKPOINT_BYTES: Final = 8 * 1024 * 1024
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class PartialToolCall(BaseModel):
+    """One tool call as streamed so far.
+
+    ``arguments`` is the raw JSON text accumulated from the deltas; it is only
+    parsed when the turn is planned, never trusted before.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    index: int = Field(ge=0)
+    id: str = Field(max_length=256)
+    name: str = Field(max_length=256)
+    arguments: str = ""
+    closed: bool = False
+
+
+class StreamCheckpoint(BaseModel):
+    """The persisted partial of one model turn of one run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: RunId
+    thread_id: ThreadId
+    model: str = Field(max_length=512)
+    turn: int = Field(ge=0)
+    partial_text: str = ""
+    tool_calls: tuple[PartialToolCall, ...] = ()
+    retry_count: int = Field(default=0, ge=0)
+    # Fencing fields: the run lease epoch and the writer's id make every body
+    # unique, so two writers never produce the same bytes (and ETag).
+    epoch: int = Field(default=0, ge=0)
+    writer: str = Field(default="", max_length=256)
+    updated_at: datetime = Field(default_factory=_utcnow)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_schema(cls, value: int) -> int:
+        if value != SCHEMA_VERSION:
+            raise ValueError(
+                f"unsupported checkpoint schema_version {value}; this build reads {SCHEMA_VERSION}"
+            )
+        return value
+
+    @field_validator("tool_calls")
+    @classmethod
+    def _unique_indices(cls, value: tuple[PartialToolCall, ...]) -> tuple[PartialToolCall, ...]:
+        indices = [call.index for call in value]
+        if len(indices) != len(set(indices)):
+            raise ValueError("tool call indices must be unique")
+        return value
+
+
+class StoredCheckpoint(BaseModel):
+    """A checkpoint as read back, with the backend's version token (S3 ETag)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    checkpoint: StreamCheckpoint
+    version: str
+
+
+def encode_checkpoint(
+    checkpoint: StreamCheckpoint, *, max_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES
+) -> bytes:
+    """Serialize a checkpoint, refusing bodies over ``max_bytes``."""
+    payload: dict[str, Any] = {"format": CHECKPOINT_FORMAT}
+    payload.update(checkpoint.model_dump(mode="json"))
+    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    if len(body) > max_bytes:
+        raise CheckpointTooLarge(
+            f"checkpoint for run {checkpoint.run_id} is {len(body)} bytes; the limit is {max_bytes}",
+            run_id=checkpoint.run_id,
+        )
+    return body
+
+
+def decode_checkpoint(
+    body: bytes, *, run_id: str, max_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES
+) -> StreamCheckpoint:
+    """Parse a stored body; anything that is not our checkpoint for ``run_id`` is corrupt."""
+    if len(body) > max_bytes:
+        raise CheckpointCorrupt(
+            f"stored checkpoint for run {run_id} is {len(body)} bytes, over the {max_bytes} limit",
+            run_id=run_id,
+        )
+    try:
+        payload = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointCorrupt(
+            f"stored checkpoint for run {run_id} is not UTF-8 JSON", run_id=run_id
+        ) from exc
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointCorrupt(
+            f"object for run {run_id} is not an awaken-s3 stream checkpoint", run_id=run_id
+        )
+    payload.pop("format")
+    try:
+        checkpoint = StreamCheckpoint.model_validate(payload)
+    except (ValidationError, InvalidIdError) as exc:
+        raise CheckpointCorrupt(
+            f"stored checkpoint for run {run_id} is invalid: {exc}", run_id=run_id
+        ) from exc
+    if checkpoint.run_id != run_id:
+        raise CheckpointCorrupt(
+            f"object under run {run_id} belongs to run {checkpoint.run_id}", run_id=run_id
+        )
+    return checkpoint

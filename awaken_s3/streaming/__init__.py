@@ -1,0 +1,1 @@
+"""The sans-I/O streaming core and the turn runner."""

@@ -1,0 +1,85 @@
+"""Typed provider errors.
+
+Classification is by type, never by message text: each provider adapter maps
+its SDK's exceptions, HTTP statuses and in-stream error events to one of
+these classes. ``retry_after`` is set only when the provider supplied a hint.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class ProviderError(Exception):
+    retryable: ClassVar[bool] = False
+    #: a short stable name for metrics, logs and a failed run's error record
+    code: ClassVar[str] = "provider_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        status: int | None = None,
+        provider: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.status = status
+        self.provider = provider
+
+
+class RetryableProviderError(ProviderError):
+    retryable = True
+    code = "retryable"
+
+
+class ConnectionDropped(RetryableProviderError):
+    code = "connection_dropped"
+
+
+class StreamStalled(RetryableProviderError):
+    code = "stream_stalled"
+
+
+class ServerError(RetryableProviderError):
+    code = "server_error"
+
+
+class Throttled(RetryableProviderError):
+    code = "throttled"
+
+
+class Overloaded(RetryableProviderError):
+    code = "overloaded"
+
+
+class PermanentProviderError(ProviderError):
+    retryable = False
+    code = "permanent"
+
+
+class InvalidRequest(PermanentProviderError):
+    code = "invalid_request"
+
+
+class PrefillRejected(InvalidRequest):
+    """The model refused a trailing assistant message (no prefill support)."""
+
+    code = "prefill_rejected"
+
+
+class AuthenticationFailed(PermanentProviderError):
+    code = "authentication_failed"
+
+
+class ModelNotFound(PermanentProviderError):
+    code = "model_not_found"
+
+
+class ContextOverflow(PermanentProviderError):
+    code = "context_overflow"
+
+
+class ContentFiltered(PermanentProviderError):
+    code = "content_filtered"

@@ -1,0 +1,75 @@
+"""What a turn runner hands back to the caller that commits the turn."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from awaken_s3.messages import Message
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedToolCall:
+    """An incomplete or malformed tool call that was never executed."""
+
+    index: int
+    id: str
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClassifiedError:
+    """A failure as recorded on a failed run: a stable code, never a stack trace."""
+
+    code: str
+    message: str
+    retryable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCompleted:
+    """The whole assistant turn, ready to commit.
+
+    ``message`` is prefix + continuation + complete tool calls: never only the
+    continuation. ``checkpoint_version`` is the last version this runner wrote
+    (or loaded), for the conditional delete that follows the commit.
+    """
+
+    message: Message
+    stop_reason: str
+    usage: Usage
+    plan_kind: Literal["R1", "R2", "R3", "R4"] | None
+    dropped_tool_calls: tuple[DroppedToolCall, ...] = ()
+    checkpoint_version: str | None = None
+    kind: Literal["completed"] = field(default="completed", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSuspended:
+    """The deadline came first; the checkpoint was flushed for a later resume."""
+
+    checkpoint_version: str | None
+    retry_count: int
+    kind: Literal["suspended"] = field(default="suspended", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFailed:
+    error: ClassifiedError
+    checkpoint_version: str | None = None
+    kind: Literal["failed"] = field(default="failed", init=False)
+
+
+TurnOutcome = TurnCompleted | TurnSuspended | TurnFailed
