@@ -63,6 +63,11 @@ class StreamCheckpoint(BaseModel):
     epoch: int = Field(default=0, ge=0)
     writer: str = Field(default="", max_length=256)
     updated_at: datetime = Field(default_factory=_utcnow)
+    # Written by a clean deadline suspension: the resume that follows is not
+    # an interruption and does not count against the retry budget.
+    suspended: bool = False
+    # Code of the last interruption, so an exhausted budget can name it.
+    last_error: str | None = Field(default=None, max_length=256)
 
     @field_validator("schema_version")
     @classmethod

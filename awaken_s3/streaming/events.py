@@ -37,6 +37,15 @@ class ToolCallEnd:
 
 @dataclass(frozen=True, slots=True)
 class UsageEvent:
+    """Token counts reported by the provider for the current stream so far.
+
+    Counts are running totals, superseding earlier ones field by field (as
+    Anthropic's ``message_start``/``message_delta`` report them): the runner keeps
+    the maximum of each field within one stream and sums across streams (a resumed
+    turn pays for every attempt). An adapter that only sees per-chunk increments
+    must emit running totals.
+    """
+
     input_tokens: int = 0
     output_tokens: int = 0
 

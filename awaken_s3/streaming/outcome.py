@@ -39,6 +39,19 @@ class ClassifiedError:
 
 
 @dataclass(frozen=True, slots=True)
+class CheckpointStats:
+    """Checkpoint I/O of one turn, for metrics: checkpoint faults are counted, never fatal."""
+
+    puts: int = 0
+    failures: int = 0
+    fenced: int = 0
+    #: encoded bytes of the successful puts
+    bytes: int = 0
+    #: a GET of the existing checkpoint that failed (outage) or returned a corrupt body
+    load_failures: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class TurnCompleted:
     """The whole assistant turn, ready to commit.
 
@@ -53,6 +66,8 @@ class TurnCompleted:
     plan_kind: Literal["R1", "R2", "R3", "R4"] | None
     dropped_tool_calls: tuple[DroppedToolCall, ...] = ()
     checkpoint_version: str | None = None
+    retry_count: int = 0
+    checkpoint_stats: CheckpointStats = CheckpointStats()
     kind: Literal["completed"] = field(default="completed", init=False)
 
 
@@ -62,6 +77,7 @@ class TurnSuspended:
 
     checkpoint_version: str | None
     retry_count: int
+    checkpoint_stats: CheckpointStats = CheckpointStats()
     kind: Literal["suspended"] = field(default="suspended", init=False)
 
 
@@ -69,6 +85,8 @@ class TurnSuspended:
 class TurnFailed:
     error: ClassifiedError
     checkpoint_version: str | None = None
+    retry_count: int = 0
+    checkpoint_stats: CheckpointStats = CheckpointStats()
     kind: Literal["failed"] = field(default="failed", init=False)
 
 
