@@ -1,0 +1,144 @@
+"""The Anthropic Messages API provider, on the ``anthropic`` SDK's async streaming.
+
+The SDK is imported lazily so the package works without the ``anthropic`` extra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from awaken_s3.providers.anthropic_format import AnthropicStreamTranslator, build_anthropic_request
+from awaken_s3.providers.classify import classify_http_error, error_fields
+from awaken_s3.providers.hints import parse_retry_after
+from awaken_s3.providers.prefill import PrefillOverride, default_claude_prefill, resolve_prefill
+from awaken_s3.providers.secrets import ApiKey, reveal
+from awaken_s3.providers.stream_state import ends_with_assistant
+from awaken_s3.streaming.errors import (
+    ConnectionDropped,
+    ProviderError,
+    ServerError,
+    StreamStalled,
+)
+from awaken_s3.streaming.events import StreamEvent
+from awaken_s3.streaming.provider import ModelRequest, ProviderCapabilities
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+
+NAME = "anthropic"
+
+
+def _import_sdk() -> Any:
+    try:
+        import anthropic
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise ImportError(
+            "AnthropicProvider needs the anthropic SDK: pip install 'awaken-s3[anthropic]'"
+        ) from exc
+    return anthropic
+
+
+def map_anthropic_exception(exc: BaseException, *, sent_prefill: bool) -> ProviderError | None:
+    """The typed error for an SDK or transport exception; ``None`` if it is not one."""
+    anthropic = _import_sdk()
+    import httpx2
+
+    if isinstance(exc, anthropic.APIStatusError):
+        status = exc.status_code
+        error_type, code, message = error_fields(exc.body)
+        # An in-stream ``error`` event is raised on the 200 response: only its
+        # body's type says what happened.
+        in_stream = status == 200
+        return classify_http_error(
+            status=None if in_stream else status,
+            error_type=error_type,
+            error_code=code,
+            message=message or str(exc),
+            provider=NAME,
+            retry_after=None if in_stream else parse_retry_after(dict(exc.response.headers)),
+            sent_prefill=sent_prefill,
+        )
+    if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
+        return StreamStalled(f"no data from Anthropic within the idle timeout: {exc}", provider=NAME)
+    if isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError):
+        return ConnectionDropped(f"connection to Anthropic lost: {exc}", provider=NAME)
+    if isinstance(exc, anthropic.APIError):
+        return ServerError(f"unexpected Anthropic API error: {exc}", provider=NAME)
+    return None
+
+
+class AnthropicProvider:
+    """Streams a turn from the Anthropic Messages API.
+
+    Pass ``client`` to reuse a configured ``AsyncAnthropic``; otherwise one is
+    built with ``api_key``/``base_url``. The SDK's own retries are switched off
+    (``max_retries=0``) because the turn runner owns retry policy: SDK retries
+    would repeat a request behind the runner's back, double its delays and hide
+    the attempts from the checkpoint's retry count.
+    """
+
+    name = NAME
+
+    def __init__(
+        self,
+        *,
+        client: AsyncAnthropic | None = None,
+        api_key: ApiKey | None = None,
+        base_url: str | None = None,
+        idle_timeout: float = 60.0,
+        connect_timeout: float = 10.0,
+        prefill: PrefillOverride = None,
+    ) -> None:
+        self._prefill = prefill
+        if client is None:
+            anthropic = _import_sdk()
+            client = anthropic.AsyncAnthropic(
+                api_key=reveal(api_key),
+                base_url=base_url,
+                max_retries=0,
+                # ``read`` is the longest gap between two chunks: the idle-stall timeout.
+                timeout=anthropic.Timeout(
+                    connect=connect_timeout, read=idle_timeout, write=30.0, pool=connect_timeout
+                ),
+            )
+        self._client = client
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider(base_url={str(self._client.base_url)!r})"
+
+    def capabilities(self, model: str) -> ProviderCapabilities:
+        return ProviderCapabilities(
+            assistant_prefill=resolve_prefill(model, self._prefill, default_claude_prefill)
+        )
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        sent_prefill = ends_with_assistant(request.messages)
+        params = build_anthropic_request(request)
+        try:
+            sdk_stream = await self._client.messages.create(**params, stream=True)
+        except Exception as exc:
+            mapped = map_anthropic_exception(exc, sent_prefill=sent_prefill)
+            if mapped is None:
+                raise
+            raise mapped from exc
+        translator = AnthropicStreamTranslator()
+        try:
+            while True:
+                try:
+                    event = await sdk_stream.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    mapped = map_anthropic_exception(exc, sent_prefill=sent_prefill)
+                    if mapped is None:
+                        raise
+                    raise mapped from exc
+                for out in translator.feed(event):
+                    yield out
+        finally:
+            await sdk_stream.close()
+        if not translator.finished:
+            raise ConnectionDropped(
+                "the Anthropic stream ended before message_stop", provider=NAME
+            )

@@ -1,0 +1,56 @@
+"""Shared helpers of the provider tests."""
+
+from __future__ import annotations
+
+from awaken_s3.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from awaken_s3.streaming.errors import ProviderError
+from awaken_s3.streaming.events import StreamEvent
+from awaken_s3.streaming.provider import ModelRequest, Provider, ToolSpec
+
+WEATHER = ToolSpec(
+    name="get_weather",
+    description="Current weather for a city",
+    input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
+)
+
+
+def simple_request(model: str, *, prefill: str | None = None) -> ModelRequest:
+    messages = [Message.user("What is the weather in Paris and Oslo?")]
+    if prefill is not None:
+        messages.append(Message.assistant(prefill))
+    return ModelRequest(model=model, messages=messages, system="Be brief.", tools=(WEATHER,))
+
+
+def tool_history_request(model: str) -> ModelRequest:
+    """A conversation that already holds a tool call and its result."""
+    return ModelRequest(
+        model=model,
+        messages=[
+            Message.user("Weather in Paris?"),
+            Message(
+                role="assistant",
+                content=(
+                    TextBlock(text="Checking."),
+                    ToolUseBlock(id="call_1", name="get_weather", input={"city": "Paris"}),
+                ),
+            ),
+            Message(
+                role="user",
+                content=(ToolResultBlock(tool_use_id="call_1", content="18C, cloudy"),),
+            ),
+        ],
+        tools=(WEATHER,),
+    )
+
+
+async def collect(
+    provider: Provider, request: ModelRequest
+) -> tuple[list[StreamEvent], ProviderError | None]:
+    """Every event the provider yielded, and the typed error that ended the stream, if any."""
+    events: list[StreamEvent] = []
+    try:
+        async for event in provider.stream(request):
+            events.append(event)
+    except ProviderError as exc:
+        return events, exc
+    return events, None
