@@ -1,0 +1,251 @@
+"""Stream checkpoints in S3, fenced by conditional writes.
+
+A thin I/O shell: every decision about what an S3 answer means lives in
+:mod:`awaken_s3.stores.s3_protocol`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final
+
+import aioboto3
+import aiohttp
+from aiobotocore.config import AioConfig
+from botocore.exceptions import BotoCoreError, ClientError
+
+from awaken_s3.errors import CheckpointCorrupt, CheckpointFenced, StreamCheckpointError
+from awaken_s3.models import (
+    DEFAULT_MAX_CHECKPOINT_BYTES,
+    StoredCheckpoint,
+    StreamCheckpoint,
+    decode_checkpoint,
+    encode_checkpoint,
+)
+from awaken_s3.stores import s3_protocol as proto
+from awaken_s3.stores.s3_protocol import Action
+
+if TYPE_CHECKING:
+    from types_aiobotocore_s3 import S3Client
+
+DEFAULT_PREFIX: Final = "checkpoints/"
+DEFAULT_CONFLICT_RETRIES: Final = 5
+DEFAULT_CONFLICT_BACKOFF: Final = 0.05
+DEFAULT_CONFLICT_BACKOFF_CAP: Final = 1.0
+
+# Failures below the S3 protocol: connection refused, resets, timeouts, bodies
+# cut short. ClientError (an S3 error answer) is handled separately.
+_TRANSPORT_ERRORS: Final = (BotoCoreError, aiohttp.ClientError, OSError, asyncio.TimeoutError)
+
+
+class S3StreamCheckpointStore:
+    """One JSON object per run at ``<prefix><run_id>.json``.
+
+    Create is ``If-None-Match: *``, replace and delete are ``If-Match: <etag>``;
+    the version token is the object's ETag exactly as S3 returns it.
+
+    Pass ``client`` to share an aiobotocore S3 client you own (the store never
+    closes it), or let the store create one from ``session`` (default: a new
+    ``aioboto3.Session()``) that it closes in :meth:`close` / ``async with``.
+    Endpoints come from botocore's own settings (``AWS_ENDPOINT_URL``) or the
+    client you pass.
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        client: S3Client | None = None,
+        session: aioboto3.Session | None = None,
+        client_config: AioConfig | None = None,
+        kms_key_id: str | None = None,
+        max_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
+        conflict_retries: int = DEFAULT_CONFLICT_RETRIES,
+        conflict_backoff: float = DEFAULT_CONFLICT_BACKOFF,
+        conflict_backoff_cap: float = DEFAULT_CONFLICT_BACKOFF_CAP,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if not bucket:
+            raise ValueError("bucket must not be empty")
+        if client is not None and (session is not None or client_config is not None):
+            raise ValueError("pass either a client or a session/client_config, not both")
+        if conflict_retries < 0:
+            raise ValueError("conflict_retries must be >= 0")
+        self.bucket = bucket
+        self.prefix = prefix
+        self.kms_key_id = kms_key_id
+        self.max_bytes = max_bytes
+        self.conflict_retries = conflict_retries
+        self._backoff = conflict_backoff
+        self._backoff_cap = conflict_backoff_cap
+        self._sleep = sleep
+        self._client: S3Client | None = client
+        self._owns_client = client is None
+        self._session = session
+        self._client_config = client_config
+        self._exit_stack: contextlib.AsyncExitStack | None = None
+        self._client_lock = asyncio.Lock()
+        self._closed = False
+
+    def key_for(self, run_id: str) -> str:
+        return proto.object_key(self.prefix, run_id)
+
+    async def get(self, run_id: str) -> StoredCheckpoint | None:
+        key = self.key_for(run_id)
+        client = await self._get_client()
+        try:
+            response = await client.get_object(Bucket=self.bucket, Key=key)
+            version = response["ETag"]
+            length = response.get("ContentLength")
+            async with response["Body"] as stream:
+                # Refuse a runaway object before buffering it.
+                if length is not None and length > self.max_bytes:
+                    raise CheckpointCorrupt(
+                        f"stored checkpoint for run {run_id} is {length} bytes, "
+                        f"over the {self.max_bytes} limit",
+                        run_id=run_id,
+                    )
+                body = await stream.read()
+        except ClientError as exc:
+            if proto.get_action(exc.response) is Action.ABSENT:
+                return None
+            raise self._failure("get", run_id, exc) from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise self._failure("get", run_id, exc) from exc
+        checkpoint = decode_checkpoint(body, run_id=run_id, max_bytes=self.max_bytes)
+        return StoredCheckpoint(checkpoint=checkpoint, version=version)
+
+    async def put(self, checkpoint: StreamCheckpoint, *, expected_version: str | None) -> str:
+        key = self.key_for(checkpoint.run_id)
+        run_id = checkpoint.run_id
+        body = encode_checkpoint(checkpoint, max_bytes=self.max_bytes)
+        params = proto.put_params(
+            bucket=self.bucket,
+            key=key,
+            body=body,
+            expected_version=expected_version,
+            kms_key_id=self.kms_key_id,
+        )
+        client = await self._get_client()
+        attempt = 0
+        while True:
+            try:
+                response = await client.put_object(**params)
+            except ClientError as exc:
+                action = proto.put_action(exc.response, replacing=expected_version is not None)
+                if action is Action.FENCED:
+                    raise self._fenced(run_id, expected_version) from exc
+                if action is Action.RETRY and attempt < self.conflict_retries:
+                    await self._sleep(self._delay(attempt))
+                    attempt += 1
+                    continue
+                raise self._failure("put", run_id, exc, attempts=attempt + 1) from exc
+            except _TRANSPORT_ERRORS as exc:
+                raise self._failure("put", run_id, exc) from exc
+            return response["ETag"]
+
+    async def delete(self, run_id: str, *, expected_version: str | None = None) -> None:
+        key = self.key_for(run_id)
+        params = proto.delete_params(bucket=self.bucket, key=key, expected_version=expected_version)
+        client = await self._get_client()
+        attempt = 0
+        while True:
+            try:
+                await client.delete_object(**params)
+                return
+            except ClientError as exc:
+                action = proto.delete_action(exc.response, conditional=expected_version is not None)
+                if action is Action.PROBE:
+                    action = proto.probe_action(exists=await self._exists(run_id, key))
+                if action is Action.ABSENT:
+                    return
+                if action is Action.FENCED:
+                    raise self._fenced(run_id, expected_version) from exc
+                if action is Action.RETRY and attempt < self.conflict_retries:
+                    await self._sleep(self._delay(attempt))
+                    attempt += 1
+                    continue
+                raise self._failure("delete", run_id, exc, attempts=attempt + 1) from exc
+            except _TRANSPORT_ERRORS as exc:
+                raise self._failure("delete", run_id, exc) from exc
+
+    async def close(self) -> None:
+        """Close the client the store created; a client passed in stays open."""
+        self._closed = True
+        stack, self._exit_stack = self._exit_stack, None
+        if stack is not None:
+            self._client = None
+            await stack.aclose()
+
+    async def __aenter__(self) -> S3StreamCheckpointStore:
+        await self._get_client()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def _get_client(self) -> S3Client:
+        if self._closed:
+            raise StreamCheckpointError("S3 checkpoint store is closed")
+        if self._client is not None:
+            return self._client
+        async with self._client_lock:
+            if self._client is None:
+                session = self._session or aioboto3.Session()
+                stack = contextlib.AsyncExitStack()
+                client: S3Client = await stack.enter_async_context(
+                    session.client("s3", config=self._client_config)
+                )
+                self._exit_stack = stack
+                self._client = client
+            return self._client
+
+    async def _exists(self, run_id: str, key: str) -> bool:
+        client = await self._get_client()
+        try:
+            await client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if proto.get_action(exc.response) is Action.ABSENT:
+                return False
+            raise self._failure("delete", run_id, exc) from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise self._failure("delete", run_id, exc) from exc
+        return True
+
+    def _delay(self, attempt: int) -> float:
+        return proto.backoff_delay(
+            attempt, base=self._backoff, cap=self._backoff_cap, jitter=random.random()
+        )
+
+    def _fenced(self, run_id: str, expected_version: str | None) -> CheckpointFenced:
+        if expected_version is None:
+            message = f"checkpoint for run {run_id} already exists in s3://{self.bucket}"
+        else:
+            message = (
+                f"checkpoint for run {run_id} in s3://{self.bucket} is no longer at "
+                f"version {expected_version}"
+            )
+        return CheckpointFenced(message, run_id=run_id)
+
+    def _failure(
+        self, operation: str, run_id: str, exc: Exception, *, attempts: int = 1
+    ) -> StreamCheckpointError:
+        detail: Any = (
+            proto.describe(exc.response) if isinstance(exc, ClientError) else type(exc).__name__
+        )
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        return StreamCheckpointError(
+            f"S3 {operation} of checkpoint for run {run_id} in s3://{self.bucket} "
+            f"failed{tries}: {detail}",
+            run_id=run_id,
+        )

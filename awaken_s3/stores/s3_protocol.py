@@ -1,0 +1,179 @@
+"""What S3 answers mean for a stream checkpoint: pure functions, no I/O.
+
+The S3 store is a thin shell around these decisions, so every mapping from a
+status or error code to "fenced", "absent", "retry" or "fail" is unit-tested
+without a server. Inputs are botocore's parsed error response dicts
+(``ClientError.response``), which look the same from boto3 and aiobotocore.
+
+Backends disagree on one point that matters for fencing: a conditional
+request against a missing key. AWS and moto answer 404 ``NoSuchKey``;
+SeaweedFS answers 412 ``PreconditionFailed``. Both mean the writer lost.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any, Final
+
+from awaken_s3.ids import validate_run_id
+
+CONTENT_TYPE: Final = "application/json"
+KEY_SUFFIX: Final = ".json"
+
+# S3 error codes that name a missing object. HEAD responses carry no body, so
+# botocore reports their code as the bare status ("404").
+_NOT_FOUND_CODES: Final = frozenset({"NoSuchKey", "NotFound", "404"})
+_PRECONDITION_CODES: Final = frozenset({"PreconditionFailed", "412"})
+_CONFLICT_CODE: Final = "ConditionalRequestConflict"
+
+
+class S3ErrorKind(enum.Enum):
+    PRECONDITION_FAILED = "precondition_failed"
+    NO_SUCH_KEY = "no_such_key"
+    CONFLICT = "conflict"
+    OTHER = "other"
+
+
+class Action(enum.Enum):
+    """What the store does with a failed request."""
+
+    FENCED = "fenced"  # raise CheckpointFenced
+    ABSENT = "absent"  # the object is not there: None for get, done for delete
+    RETRY = "retry"  # send the same conditional request again after a backoff
+    PROBE = "probe"  # ambiguous 412 on delete: look whether the object still exists
+    FAIL = "fail"  # raise StreamCheckpointError with the cause attached
+
+
+def error_code(response: Mapping[str, Any]) -> str:
+    error = response.get("Error")
+    if isinstance(error, Mapping):
+        code = error.get("Code")
+        if code is not None:
+            return str(code)
+    return ""
+
+
+def http_status(response: Mapping[str, Any]) -> int | None:
+    meta = response.get("ResponseMetadata")
+    if isinstance(meta, Mapping):
+        status = meta.get("HTTPStatusCode")
+        if isinstance(status, int):
+            return status
+    return None
+
+
+def classify_error(response: Mapping[str, Any]) -> S3ErrorKind:
+    """Sort an S3 error response into the few kinds the store distinguishes."""
+    code = error_code(response)
+    status = http_status(response)
+    if code in _PRECONDITION_CODES or (status == 412 and not code):
+        return S3ErrorKind.PRECONDITION_FAILED
+    if code == _CONFLICT_CODE:
+        return S3ErrorKind.CONFLICT
+    # NoSuchBucket is also a 404, and must never read as "no checkpoint".
+    if code in _NOT_FOUND_CODES or (status == 404 and not code):
+        return S3ErrorKind.NO_SUCH_KEY
+    return S3ErrorKind.OTHER
+
+
+def put_action(response: Mapping[str, Any], *, replacing: bool) -> Action:
+    """Decide the fate of a failed conditional PutObject.
+
+    ``replacing`` is True for ``If-Match`` (replace), False for
+    ``If-None-Match: *`` (create).
+    """
+    kind = classify_error(response)
+    if kind is S3ErrorKind.PRECONDITION_FAILED:
+        return Action.FENCED
+    if kind is S3ErrorKind.NO_SUCH_KEY and replacing:
+        # AWS/moto: If-Match on a key someone deleted.
+        return Action.FENCED
+    if kind is S3ErrorKind.CONFLICT:
+        return Action.RETRY
+    return Action.FAIL
+
+
+def get_action(response: Mapping[str, Any]) -> Action:
+    if classify_error(response) is S3ErrorKind.NO_SUCH_KEY:
+        return Action.ABSENT
+    return Action.FAIL
+
+
+def delete_action(response: Mapping[str, Any], *, conditional: bool) -> Action:
+    """Decide the fate of a failed DeleteObject.
+
+    Delete is idempotent: a missing object is success, conditional or not.
+    A 412 on a conditional delete is ambiguous (stale version on every backend,
+    or missing key on SeaweedFS), so the store probes before calling it fenced.
+    """
+    kind = classify_error(response)
+    if kind is S3ErrorKind.NO_SUCH_KEY:
+        return Action.ABSENT
+    if kind is S3ErrorKind.PRECONDITION_FAILED and conditional:
+        return Action.PROBE
+    if kind is S3ErrorKind.CONFLICT:
+        return Action.RETRY
+    return Action.FAIL
+
+
+def probe_action(*, exists: bool) -> Action:
+    """Resolve an ambiguous delete 412 from whether the object still exists."""
+    return Action.FENCED if exists else Action.ABSENT
+
+
+def backoff_delay(attempt: int, *, base: float, cap: float, jitter: float) -> float:
+    """Delay before retry number ``attempt`` (0-based): capped exponential, full jitter.
+
+    ``jitter`` is a number in [0, 1) supplied by the caller, so this stays pure.
+    Full jitter spreads writers that collided at the same instant.
+    """
+    if attempt < 0:
+        raise ValueError("attempt must be >= 0")
+    if not 0.0 <= jitter <= 1.0:
+        raise ValueError("jitter must be within [0, 1]")
+    return min(cap, base * (2.0**attempt)) * jitter
+
+
+def object_key(prefix: str, run_id: str) -> str:
+    """The checkpoint's object key, derived only from a validated run id."""
+    return f"{prefix}{validate_run_id(run_id)}{KEY_SUFFIX}"
+
+
+def put_params(
+    *,
+    bucket: str,
+    key: str,
+    body: bytes,
+    expected_version: str | None,
+    kms_key_id: str | None,
+) -> dict[str, Any]:
+    """The keyword arguments of one conditional PutObject."""
+    params: dict[str, Any] = {
+        "Bucket": bucket,
+        "Key": key,
+        "Body": body,
+        "ContentType": CONTENT_TYPE,
+    }
+    if expected_version is None:
+        params["IfNoneMatch"] = "*"
+    else:
+        params["IfMatch"] = expected_version
+    if kms_key_id is not None:
+        params["ServerSideEncryption"] = "aws:kms"
+        params["SSEKMSKeyId"] = kms_key_id
+    return params
+
+
+def delete_params(*, bucket: str, key: str, expected_version: str | None) -> dict[str, Any]:
+    params: dict[str, Any] = {"Bucket": bucket, "Key": key}
+    if expected_version is not None:
+        params["IfMatch"] = expected_version
+    return params
+
+
+def describe(response: Mapping[str, Any]) -> str:
+    """A short human description of an error response for exception messages."""
+    code = error_code(response) or "unknown error"
+    status = http_status(response)
+    return f"{code} (HTTP {status})" if status is not None else code
