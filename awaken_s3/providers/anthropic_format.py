@@ -138,8 +138,9 @@ class AnthropicStreamTranslator:
             index = self._tools.end(event.index)
             return [ToolCallEnd(index)] if index is not None else []
         if kind == "message_start":
+            # Reported at once so an attempt cut short still counts its prompt.
             self._read_usage(getattr(event.message, "usage", None))
-            return []
+            return [UsageEvent(self._input_tokens, self._output_tokens)]
         if kind == "message_delta":
             self._stop_reason = getattr(event.delta, "stop_reason", None)
             self._read_usage(getattr(event, "usage", None))

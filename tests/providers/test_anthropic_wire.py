@@ -45,6 +45,7 @@ async def test_text_turn_streams_text_usage_and_stop(wire: WireServer) -> None:
     events, error = await collect(provider(wire), simple_request(MODEL))
     assert error is None
     assert events == [
+        UsageEvent(25, 1),
         TextDelta("Hel"), TextDelta("lo"), TextDelta("!"),
         UsageEvent(25, 7), StopEvent("end_turn"),
     ]
@@ -76,6 +77,7 @@ async def test_parallel_tool_calls_get_stream_order_indices(wire: WireServer) ->
     events, error = await collect(provider(wire), simple_request(MODEL))
     assert error is None
     assert events == [
+        UsageEvent(25, 1),
         TextDelta("Checking both."),
         ToolCallStart(0, "toolu_A", "get_weather"),
         ToolCallDelta(0, '{"ci'), ToolCallDelta(0, 'ty": "Par'), ToolCallDelta(0, 'is"}'),
@@ -105,7 +107,7 @@ async def test_tool_history_maps_to_tool_use_and_tool_result_blocks(wire: WireSe
 async def test_connection_dropped_mid_stream_keeps_the_partial(wire: WireServer) -> None:
     wire.push(aw.stream(aw.message_start(), aw.text_block(0, ["Partial ", "answer"])[:2], DROP))
     events, error = await collect(provider(wire), simple_request(MODEL))
-    assert events == [TextDelta("Partial ")]
+    assert events == [UsageEvent(25, 1), TextDelta("Partial ")]
     assert isinstance(error, ConnectionDropped)
     assert error.retryable
 
@@ -113,14 +115,14 @@ async def test_connection_dropped_mid_stream_keeps_the_partial(wire: WireServer)
 async def test_clean_close_before_message_stop_is_a_drop(wire: WireServer) -> None:
     wire.push(aw.stream(aw.message_start(), aw.text_block(0, ["cut"])))
     events, error = await collect(provider(wire), simple_request(MODEL))
-    assert events == [TextDelta("cut")]
+    assert events == [UsageEvent(25, 1), TextDelta("cut")]
     assert isinstance(error, ConnectionDropped)
 
 
 async def test_stall_is_stream_stalled(wire: WireServer) -> None:
     wire.push(aw.stream(aw.message_start(), aw.text_block(0, ["slow"])[:2], STALL))
     events, error = await collect(provider(wire, idle_timeout=0.3), simple_request(MODEL))
-    assert events == [TextDelta("slow")]
+    assert events == [UsageEvent(25, 1), TextDelta("slow")]
     assert isinstance(error, StreamStalled)
 
 
@@ -134,7 +136,7 @@ async def test_in_stream_error_event(
     wire.push(aw.stream(aw.message_start(), aw.text_block(0, ["Some"])[:2],
                         aw.in_stream_error(error_type, "Overloaded")))
     events, error = await collect(provider(wire), simple_request(MODEL))
-    assert events == [TextDelta("Some")]
+    assert events == [UsageEvent(25, 1), TextDelta("Some")]
     assert type(error) is expected
     assert error is not None and error.retryable and error.retry_after is None
 
