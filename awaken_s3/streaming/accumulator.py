@@ -1,0 +1,198 @@
+"""Folds stream events into the partial turn.
+
+The hot path (:meth:`StreamAccumulator.apply`) runs once per delta, so it only
+appends to lists and bumps counters; strings are joined lazily when a snapshot
+or the final turn is built. Deltas are ``str``: text is kept exactly as
+received and never re-encoded or split, so a character (or grapheme) split
+across deltas survives.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from awaken_s3.messages import Message, ToolUseBlock
+from awaken_s3.models import PartialToolCall, StreamCheckpoint
+from awaken_s3.streaming.continuation import SEAM_WINDOW, join_at_seam
+from awaken_s3.streaming.events import (
+    StopEvent,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageEvent,
+)
+from awaken_s3.streaming.outcome import DroppedToolCall, Usage
+from awaken_s3.streaming.recovery import assemble_turn, split_tool_calls
+
+_log = logging.getLogger("awaken_s3.streaming")
+
+
+@dataclass
+class _ToolCallState:
+    index: int
+    id: str
+    name: str
+    chunks: list[str] = field(default_factory=list)
+    closed: bool = False
+
+    def partial(self) -> PartialToolCall:
+        if len(self.chunks) > 1:
+            self.chunks[:] = ["".join(self.chunks)]
+        return PartialToolCall(
+            index=self.index,
+            id=self.id,
+            name=self.name,
+            arguments=self.chunks[0] if self.chunks else "",
+            closed=self.closed,
+        )
+
+
+class StreamAccumulator:
+    """The partial turn: text, tool calls by index, usage and stop reason.
+
+    A resumed turn starts from a prefix; the continuation that follows is joined
+    to it through the seam check of :mod:`awaken_s3.streaming.continuation`,
+    settled once :data:`SEAM_WINDOW` characters of continuation have arrived (and
+    applied on the fly to snapshots before that).
+    """
+
+    def __init__(self, prefix: str = "", *, trim_echo: bool = False) -> None:
+        self._chunks: list[str] = []
+        self._calls: dict[int, _ToolCallState] = {}
+        self._completed_usage = Usage()
+        self._input_tokens = 0
+        self._output_tokens = 0
+        self.stop_reason: str | None = None
+        #: characters of text and tool arguments received so far (all attempts)
+        self.content_chars = 0
+        self._seam_prefix: str | None = None
+        self._seam_trim_echo = False
+        self._continuation_chars = 0
+        self.restart(prefix, trim_echo=trim_echo)
+
+    # -- the hot path -------------------------------------------------------
+
+    def apply(self, event: StreamEvent) -> bool:
+        """Fold one event; True when it is a tool-call boundary (start or end)."""
+        if isinstance(event, TextDelta):
+            text = event.text
+            if text:
+                self._chunks.append(text)
+                self.content_chars += len(text)
+                if self._seam_prefix is not None:
+                    self._continuation_chars += len(text)
+                    if self._continuation_chars >= SEAM_WINDOW:
+                        self._settle_seam()
+            return False
+        if isinstance(event, ToolCallDelta):
+            call = self._calls.get(event.index)
+            if call is None:
+                # A delta before its start: keep it, the planner drops a call without a name.
+                call = self._calls[event.index] = _ToolCallState(event.index, "", "")
+            if call.closed:
+                _log.warning("ignoring arguments for closed tool call %d", event.index)
+            elif event.arguments:
+                call.chunks.append(event.arguments)
+                self.content_chars += len(event.arguments)
+            return False
+        if isinstance(event, ToolCallStart):
+            existing = self._calls.get(event.index)
+            if existing is None:
+                self._calls[event.index] = _ToolCallState(event.index, event.id, event.name)
+            else:
+                existing.id = existing.id or event.id
+                existing.name = existing.name or event.name
+            return True
+        if isinstance(event, ToolCallEnd):
+            call = self._calls.get(event.index)
+            if call is None:
+                call = self._calls[event.index] = _ToolCallState(event.index, "", "")
+            call.closed = True
+            return True
+        if isinstance(event, UsageEvent):
+            self._input_tokens = max(self._input_tokens, event.input_tokens)
+            self._output_tokens = max(self._output_tokens, event.output_tokens)
+            return False
+        if isinstance(event, StopEvent):
+            self.stop_reason = event.stop_reason
+            return False
+        raise TypeError(f"not a stream event: {event!r}")
+
+    # -- views --------------------------------------------------------------
+
+    @property
+    def text(self) -> str:
+        if len(self._chunks) > 1:
+            self._chunks[:] = ["".join(self._chunks)]
+        raw = self._chunks[0] if self._chunks else ""
+        if self._seam_prefix is None:
+            return raw
+        prefix = self._seam_prefix
+        return join_at_seam(prefix, raw[len(prefix) :], trim_echo=self._seam_trim_echo)
+
+    @property
+    def tool_calls(self) -> tuple[PartialToolCall, ...]:
+        return tuple(self._calls[i].partial() for i in sorted(self._calls))
+
+    @property
+    def usage(self) -> Usage:
+        return self._completed_usage + Usage(self._input_tokens, self._output_tokens)
+
+    def split_tool_calls(self) -> tuple[tuple[ToolUseBlock, ...], tuple[DroppedToolCall, ...]]:
+        return split_tool_calls(self.tool_calls)
+
+    def message(self) -> tuple[Message, tuple[DroppedToolCall, ...]]:
+        """The whole turn (text, then complete calls in stream order) and the dropped calls."""
+        complete, dropped = self.split_tool_calls()
+        return assemble_turn(self.text, complete), dropped
+
+    def snapshot(
+        self,
+        *,
+        run_id: str,
+        thread_id: str,
+        model: str,
+        turn: int,
+        retry_count: int,
+        epoch: int,
+        writer: str,
+        suspended: bool = False,
+        last_error: str | None = None,
+    ) -> StreamCheckpoint:
+        return StreamCheckpoint(
+            run_id=run_id,
+            thread_id=thread_id,
+            model=model,
+            turn=turn,
+            partial_text=self.text,
+            tool_calls=self.tool_calls,
+            retry_count=retry_count,
+            epoch=epoch,
+            writer=writer,
+            suspended=suspended,
+            last_error=last_error,
+        )
+
+    # -- attempts -----------------------------------------------------------
+
+    def restart(self, prefix: str, *, trim_echo: bool = False) -> None:
+        """Start a new attempt from ``prefix``: tool calls and the stop reason are dropped.
+
+        Usage of the attempt so far is kept (every attempt is paid for).
+        """
+        self._completed_usage = self.usage
+        self._input_tokens = self._output_tokens = 0
+        self._chunks = [prefix] if prefix else []
+        self._calls = {}
+        self.stop_reason = None
+        self._continuation_chars = 0
+        self._seam_prefix = prefix if prefix else None
+        self._seam_trim_echo = trim_echo
+
+    def _settle_seam(self) -> None:
+        settled = self.text
+        self._seam_prefix = None
+        self._chunks = [settled]

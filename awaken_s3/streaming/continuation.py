@@ -1,0 +1,80 @@
+"""Continuation requests and the seam between a saved prefix and its continuation.
+
+Both are pure. The messages built here are request-only: the runner never puts
+them in the returned turn (DESIGN.md section 2, rule 3).
+
+Seam policy:
+
+* The prefix goes out without trailing whitespace: providers that accept a
+  prefill reject an assistant message ending in whitespace, and a model asked to
+  continue re-emits the whitespace it needs. When the continuation then starts
+  with exactly the whitespace the prefix ended with, that copy is dropped.
+* Without prefill the model is asked, in a new user message, to continue; models
+  often repeat the last words or sentence first. The longest overlap where the
+  prefix *ends* with what the continuation *starts* with is trimmed when it is at
+  least :data:`MIN_SEAM_OVERLAP` characters, starts at a word boundary of the
+  prefix and is not only whitespace. Eight characters with a word boundary is
+  two short words or one long one: an accidental match of that length is rare
+  in prose and code, while a model's echo of its last words is usually longer.
+  Strictly periodic text ("ha ha ha ha") can lose a repetition; the seam is not
+  promised byte-for-byte.
+* With prefill the model continues its own message verbatim, so no text overlap
+  is trimmed (only the whitespace rule applies).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Final
+
+from awaken_s3.messages import Message
+from awaken_s3.streaming.provider import ModelRequest
+
+MIN_SEAM_OVERLAP: Final = 8
+#: the longest echo looked for, and how much continuation text settles the seam
+SEAM_WINDOW: Final = 1024
+
+CONTINUE_INSTRUCTION: Final = (
+    "Your previous reply was cut off mid-stream. Continue it exactly where it stopped: "
+    "start with the very next characters, do not repeat any of the text above, "
+    "and add no preamble or commentary."
+)
+
+
+def build_continuation_request(
+    request: ModelRequest, prefix_text: str, *, prefill: bool
+) -> ModelRequest:
+    """The request that continues ``prefix_text``; ``request`` holds the committed history."""
+    prefix = prefix_text.rstrip()
+    if not prefix:
+        return request
+    messages = [*request.messages, Message.assistant(prefix)]
+    if not prefill:
+        messages.append(Message.user(CONTINUE_INSTRUCTION))
+    return dataclasses.replace(request, messages=tuple(messages))
+
+
+def _trailing_whitespace(text: str) -> str:
+    return text[len(text.rstrip()) :]
+
+
+def seam_overlap(prefix: str, continuation: str, *, trim_echo: bool) -> int:
+    """How many leading characters of ``continuation`` repeat the end of ``prefix``."""
+    tail_ws = _trailing_whitespace(prefix)
+    if tail_ws and continuation.startswith(tail_ws):
+        return len(tail_ws)
+    if not trim_echo:
+        return 0
+    longest = min(len(prefix), len(continuation), SEAM_WINDOW)
+    for k in range(longest, MIN_SEAM_OVERLAP - 1, -1):
+        start = len(prefix) - k
+        if start > 0 and not prefix[start - 1].isspace():
+            continue
+        candidate = continuation[:k]
+        if candidate.strip() and prefix.endswith(candidate):
+            return k
+    return 0
+
+
+def join_at_seam(prefix: str, continuation: str, *, trim_echo: bool) -> str:
+    return prefix + continuation[seam_overlap(prefix, continuation, trim_echo=trim_echo) :]

@@ -1,0 +1,520 @@
+"""The turn runner: load, plan, stream, checkpoint, recover, return the whole turn.
+
+One :meth:`TurnRunner.run_turn` call drives one model turn of one run to a
+:class:`TurnCompleted` (for the caller to commit), a :class:`TurnSuspended`
+(deadline; a later call resumes through R1-R4) or a :class:`TurnFailed`.
+
+Decisions (see docs in each module for the pure parts):
+
+* A resumed attempt (a checkpoint of this turn, not written by a clean
+  suspension) counts as one interruption. Before calling the model, the runner
+  writes the checkpoint back with the new retry count, its epoch and writer id:
+  a process that keeps dying still exhausts the budget, and a zombie learns it is
+  fenced before paying for a model call. For R3 that write already drops the
+  broken calls (they are reported in this attempt's outcome; a second crash
+  plans the remaining text as R1, which continues identically).
+* In-process interruptions are planned exactly like a crash: the accumulated
+  partial goes through :func:`plan_recovery`; an R2 completes the tool-use turn
+  without another model call. ``plan_kind`` reports the plan of the loaded
+  checkpoint only (None for a fresh turn), as the caller's "how was this resumed".
+* Checkpoints are cumulative: the accumulator of a resumed turn starts from the
+  prefix, so every later checkpoint holds prefix + new text.
+* A provider that rejects a prefill it claimed to support (:class:`PrefillRejected`)
+  gets one immediate retry in the no-prefill form; it is a different request,
+  not a retry of the rejected one, and costs no budget.
+* On completion the runner waits for a put in flight (so ``checkpoint_version``
+  is the stored version, for the caller's conditional delete after the commit)
+  but does not write again: the caller commits next.
+* A stream that ends without a stop reason is a dropped connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Final, Literal
+
+from awaken_s3.errors import CheckpointCorrupt, StreamCheckpointError
+from awaken_s3.ids import validate_run_id, validate_thread_id
+from awaken_s3.models import StoredCheckpoint, StreamCheckpoint
+from awaken_s3.stores.base import StreamCheckpointStore
+from awaken_s3.streaming.accumulator import StreamAccumulator
+from awaken_s3.streaming.coalescer import (
+    CheckpointPolicy,
+    CheckpointWriter,
+    CoalescingCheckpointWriter,
+    NullCheckpointWriter,
+    StatsCounter,
+    WriterContext,
+    WriterFactory,
+)
+from awaken_s3.streaming.continuation import build_continuation_request
+from awaken_s3.streaming.errors import (
+    ConnectionDropped,
+    PrefillRejected,
+    ProviderError,
+    StreamStalled,
+)
+from awaken_s3.streaming.events import StreamEvent
+from awaken_s3.streaming.outcome import (
+    CheckpointStats,
+    ClassifiedError,
+    DroppedToolCall,
+    TurnCompleted,
+    TurnFailed,
+    TurnOutcome,
+    TurnSuspended,
+    Usage,
+)
+from awaken_s3.streaming.provider import ModelRequest, Provider
+from awaken_s3.streaming.recovery import (
+    PlanKind,
+    has_reusable_text,
+    plan_recovery,
+    synthesized_turn,
+)
+from awaken_s3.streaming.retry import RandomSource, RetryPolicy, budget_exhausted, classify, decide
+
+log = logging.getLogger("awaken_s3.streaming")
+
+
+class _NotLoaded(enum.Enum):
+    NOT_LOADED = "NOT_LOADED"
+
+
+#: ``existing=NOT_LOADED``: the runner loads the checkpoint itself
+NOT_LOADED: Final = _NotLoaded.NOT_LOADED
+
+#: retry code recorded for an attempt whose process was lost (crash, kill, timeout)
+ATTEMPT_LOST: Final = "attempt_lost"
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+_Ended = Literal["completed", "deadline", "fenced"]
+
+
+class TurnRunner:
+    def __init__(
+        self,
+        provider: Provider,
+        store: StreamCheckpointStore,
+        *,
+        writer_id: str,
+        retry_policy: RetryPolicy | None = None,
+        checkpoint_policy: CheckpointPolicy | None = None,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+        rng: RandomSource | None = None,
+        writer_factory: WriterFactory | None = None,
+    ) -> None:
+        if not writer_id or len(writer_id) > 256:
+            raise ValueError("writer_id must be 1..256 characters")
+        self.provider = provider
+        self.store = store
+        self.writer_id = writer_id
+        self.retry_policy = retry_policy or RetryPolicy()
+        self.checkpoint_policy = checkpoint_policy or CheckpointPolicy()
+        self.clock = clock
+        self.sleep = sleep
+        self.rng: RandomSource = rng or random.Random()
+        self.writer_factory: WriterFactory = writer_factory or (
+            CoalescingCheckpointWriter if self.checkpoint_policy.enabled else NullCheckpointWriter
+        )
+        #: checkpoint I/O of the most recent turn (also on each outcome)
+        self.last_stats = CheckpointStats()
+
+    async def run_turn(
+        self,
+        *,
+        run_id: str,
+        thread_id: str,
+        turn: int,
+        epoch: int,
+        request: ModelRequest,
+        deadline: float | None = None,
+        existing: StoredCheckpoint | _NotLoaded | None = NOT_LOADED,
+    ) -> TurnOutcome:
+        validate_run_id(run_id)
+        validate_thread_id(thread_id)
+        if turn < 0 or epoch < 0:
+            raise ValueError("turn and epoch must be >= 0")
+        if isinstance(existing, StoredCheckpoint) and existing.checkpoint.run_id != run_id:
+            raise ValueError("the existing checkpoint belongs to another run")
+        job = _Turn(self, run_id, thread_id, turn, epoch, request, deadline)
+        try:
+            return await job.run(existing)
+        finally:
+            job.close()
+            self.last_stats = job.stats.frozen()
+
+
+class _Turn:
+    """The state of one run_turn call."""
+
+    def __init__(
+        self,
+        runner: TurnRunner,
+        run_id: str,
+        thread_id: str,
+        turn: int,
+        epoch: int,
+        request: ModelRequest,
+        deadline: float | None,
+    ) -> None:
+        self.r = runner
+        self.run_id = run_id
+        self.thread_id = thread_id
+        self.turn = turn
+        self.epoch = epoch
+        self.request = request
+        self.deadline = deadline
+        self.stats = StatsCounter()
+        self.retry_count = 0
+        self.last_error: str | None = None
+        self.suspended = False
+        self.plan_kind: PlanKind | None = None
+        self.dropped: list[DroppedToolCall] = []
+        self.prefill = runner.provider.capabilities(request.model).assistant_prefill
+        self.acc = StreamAccumulator(trim_echo=not self.prefill)
+        self.writer: CheckpointWriter | None = None
+
+    # -- outcomes -----------------------------------------------------------
+
+    @property
+    def version(self) -> str | None:
+        return self.writer.version if self.writer is not None else None
+
+    def failed(self, error: ClassifiedError, version: str | None = None) -> TurnFailed:
+        return TurnFailed(
+            error=error,
+            checkpoint_version=version if self.writer is None else self.writer.version,
+            retry_count=self.retry_count,
+            checkpoint_stats=self.stats.frozen(),
+        )
+
+    def fenced(self, detail: str) -> TurnFailed:
+        log.warning("run %s turn %d: fenced: %s", self.run_id, self.turn, detail)
+        return TurnFailed(
+            error=ClassifiedError(code="fenced", message=detail, retryable=False),
+            checkpoint_version=None,
+            retry_count=self.retry_count,
+            checkpoint_stats=self.stats.frozen(),
+        )
+
+    def completed(
+        self, stop_reason: str, usage: Usage, *, synthesized: bool = False
+    ) -> TurnCompleted:
+        if synthesized:
+            message = synthesized_turn(plan_recovery(self.snapshot()))
+            _, now_dropped = self.acc.split_tool_calls()
+        else:
+            message, now_dropped = self.acc.message()
+        return TurnCompleted(
+            message=message,
+            stop_reason=stop_reason,
+            usage=usage,
+            plan_kind=self.plan_kind,
+            dropped_tool_calls=(*self.dropped, *now_dropped),
+            checkpoint_version=self.version,
+            retry_count=self.retry_count,
+            checkpoint_stats=self.stats.frozen(),
+        )
+
+    async def suspend(self) -> TurnOutcome:
+        assert self.writer is not None
+        self.suspended = True
+        await self.writer.flush(force=True)
+        if self.writer.fenced:
+            return self.fenced("a newer writer replaced the checkpoint during suspension")
+        log.info("run %s turn %d suspended at the deadline", self.run_id, self.turn)
+        return TurnSuspended(
+            checkpoint_version=self.writer.version,
+            retry_count=self.retry_count,
+            checkpoint_stats=self.stats.frozen(),
+        )
+
+    def snapshot(self) -> StreamCheckpoint:
+        return self.acc.snapshot(
+            run_id=self.run_id,
+            thread_id=self.thread_id,
+            model=self.request.model,
+            turn=self.turn,
+            retry_count=self.retry_count,
+            epoch=self.epoch,
+            writer=self.r.writer_id,
+            suspended=self.suspended,
+            last_error=self.last_error,
+        )
+
+    def close(self) -> None:
+        closer = getattr(self.writer, "close", None)
+        if callable(closer):
+            closer()
+
+    # -- the turn -----------------------------------------------------------
+
+    async def run(self, existing: StoredCheckpoint | _NotLoaded | None) -> TurnOutcome:
+        version_known = True
+        stored: StoredCheckpoint | None = None
+        if not self.r.checkpoint_policy.enabled:
+            stored = None
+        elif existing is NOT_LOADED:
+            stored, version_known = await self.load()
+        else:
+            stored = existing
+
+        version: str | None = None
+        resumed = False
+        if stored is not None:
+            saved = stored.checkpoint
+            if saved.epoch > self.epoch:
+                return self.fenced(
+                    f"the checkpoint was written under lease epoch {saved.epoch}, "
+                    f"newer than ours ({self.epoch})"
+                )
+            version = stored.version
+            if saved.turn != self.turn or saved.thread_id != self.thread_id:
+                # Stale: its turn is not the one we run. Never replay it; our first
+                # put replaces it conditionally.
+                log.info(
+                    "run %s: ignoring a checkpoint of turn %d while running turn %d",
+                    self.run_id,
+                    saved.turn,
+                    self.turn,
+                )
+            else:
+                plan = plan_recovery(saved)
+                self.plan_kind = plan.kind
+                self.dropped.extend(plan.dropped)
+                self.retry_count = saved.retry_count
+                self.last_error = saved.last_error
+                log.info(
+                    "run %s turn %d: resuming with plan %s (%d dropped tool calls)",
+                    self.run_id,
+                    self.turn,
+                    plan.kind,
+                    len(plan.dropped),
+                )
+                if plan.kind == "R2":
+                    return TurnCompleted(
+                        message=synthesized_turn(plan),
+                        stop_reason="tool_use",
+                        usage=Usage(),
+                        plan_kind="R2",
+                        dropped_tool_calls=plan.dropped,
+                        checkpoint_version=version,
+                        retry_count=self.retry_count,
+                        checkpoint_stats=self.stats.frozen(),
+                    )
+                if not saved.suspended:
+                    self.retry_count += 1
+                    self.last_error = ATTEMPT_LOST
+                if self.retry_count > self.r.retry_policy.max_interruptions:
+                    return self.failed(
+                        budget_exhausted(self.retry_count, saved.last_error or ATTEMPT_LOST),
+                        version,
+                    )
+                self.acc.restart(plan.prefix_text, trim_echo=not self.prefill)
+                resumed = True
+
+        self.writer = self.r.writer_factory(
+            WriterContext(
+                store=self.r.store,
+                run_id=self.run_id,
+                epoch=self.epoch,
+                writer_id=self.r.writer_id,
+                snapshot=self.snapshot,
+                progress=lambda: self.acc.content_chars,
+                version=version,
+                version_known=version_known,
+                policy=self.r.checkpoint_policy,
+                clock=self.r.clock,
+                stats=self.stats,
+            )
+        )
+        if resumed:
+            await self.writer.write_now()
+            if self.writer.fenced:
+                return self.fenced("another writer replaced the checkpoint we resumed from")
+        return await self.stream_until_done()
+
+    async def load(self) -> tuple[StoredCheckpoint | None, bool]:
+        try:
+            return await self.r.store.get(self.run_id), True
+        except CheckpointCorrupt as exc:
+            self.stats.load_failures += 1
+            log.warning("run %s: discarding a corrupt checkpoint: %s", self.run_id, exc)
+            try:
+                # Unconditional: a corrupt body has no usable version, and we hold the lease.
+                await self.r.store.delete(self.run_id)
+            except StreamCheckpointError as delete_exc:
+                log.warning("run %s: could not delete it: %s", self.run_id, delete_exc)
+                return None, False
+            return None, True
+        except StreamCheckpointError as exc:
+            self.stats.load_failures += 1
+            log.warning(
+                "run %s: could not load the checkpoint, starting the turn fresh: %s",
+                self.run_id,
+                exc,
+            )
+            return None, False
+
+    async def stream_until_done(self) -> TurnOutcome:
+        writer = self.writer
+        assert writer is not None
+        policy = self.r.retry_policy
+        prefill_fallback_used = False
+        while True:
+            if self.deadline is not None and self.r.clock() >= self.deadline:
+                return await self.suspend()
+            prefix = self.acc.text
+            sent_prefix = has_reusable_text(prefix)
+            request = (
+                build_continuation_request(self.request, prefix, prefill=self.prefill)
+                if sent_prefix
+                else self.request
+            )
+            ended = await self.attempt(request)
+            if ended == "completed":
+                await writer.settle()
+                if writer.fenced:
+                    return self.fenced("the checkpoint was taken over while the turn finished")
+                assert self.acc.stop_reason is not None
+                return self.completed(self.acc.stop_reason, self.acc.usage)
+            if ended == "fenced":
+                return self.fenced("a conditional checkpoint write lost: another writer owns it")
+            if ended == "deadline":
+                return await self.suspend()
+
+            error = ended
+            classified = classify(error)
+            if (
+                isinstance(error, PrefillRejected)
+                and self.prefill
+                and sent_prefix
+                and not prefill_fallback_used
+            ):
+                log.warning(
+                    "run %s: %s rejected the assistant prefix; continuing without prefill",
+                    self.run_id,
+                    self.r.provider.name,
+                )
+                prefill_fallback_used = True
+                self.prefill = False
+                self.acc.restart(self.acc.text, trim_echo=True)
+                continue
+            if not classified.retryable:
+                if not isinstance(error, ProviderError):
+                    log.error(
+                        "run %s: unexpected error from provider %s",
+                        self.run_id,
+                        self.r.provider.name,
+                        exc_info=error,
+                    )
+                await writer.flush()
+                return self.failed(classified)
+
+            self.retry_count += 1
+            self.last_error = classified.code
+            decision = decide(policy, error, interruptions=self.retry_count, rng=self.r.rng)
+            # Plan the partial exactly as a later process would plan its checkpoint.
+            plan = plan_recovery(self.snapshot())
+            if plan.kind == "R2":
+                await writer.flush(force=True)
+                if writer.fenced:
+                    return self.fenced("the checkpoint was taken over during recovery")
+                return self.completed("tool_use", self.acc.usage, synthesized=True)
+            self.dropped.extend(plan.dropped)
+            self.acc.restart(plan.prefix_text, trim_echo=not self.prefill)
+            await writer.flush(force=True)
+            if writer.fenced:
+                return self.fenced("the checkpoint was taken over during recovery")
+            if not decision.retry:
+                return self.failed(decision.error)
+            log.warning(
+                "run %s turn %d: %s (interruption %d of %d), plan %s, retrying in %.2fs",
+                self.run_id,
+                self.turn,
+                classified.code,
+                self.retry_count,
+                policy.max_interruptions,
+                plan.kind,
+                decision.delay,
+            )
+            if self.deadline is not None and self.r.clock() + decision.delay >= self.deadline:
+                return await self.suspend()
+            await self.r.sleep(decision.delay)
+
+    async def attempt(self, request: ModelRequest) -> _Ended | BaseException:
+        """One model call, until the stream ends, fails, stalls or the deadline comes."""
+        writer = self.writer
+        assert writer is not None
+        acc = self.acc
+        clock = self.r.clock
+        deadline = self.deadline
+        idle = self.r.retry_policy.idle_timeout
+        loop = asyncio.get_running_loop()
+        try:
+            stream = self.r.provider.stream(request)
+        except ProviderError as exc:
+            return exc
+        iterator: AsyncIterator[StreamEvent] = aiter(stream)
+        by_deadline = False
+        try:
+            async with asyncio.timeout(None) as watchdog:
+                while True:
+                    wait = idle
+                    by_deadline = False
+                    if deadline is not None:
+                        remaining = deadline - clock()
+                        if remaining <= 0:
+                            return "completed" if acc.stop_reason is not None else "deadline"
+                        if remaining < wait:
+                            wait, by_deadline = remaining, True
+                    watchdog.reschedule(loop.time() + wait)
+                    try:
+                        event = await anext(iterator)
+                    except StopAsyncIteration:
+                        break
+                    pending = writer.offer(acc.apply(event))
+                    if pending is not None:
+                        await pending
+                    if writer.fenced:
+                        return "fenced"
+        except TimeoutError:
+            if not watchdog.expired():
+                return ConnectionDropped("the provider stream raised TimeoutError")
+            if acc.stop_reason is not None:
+                return "completed"
+            if by_deadline:
+                return "deadline"
+            return StreamStalled(
+                f"no stream event for {idle:g}s; the stream was abandoned",
+                provider=self.r.provider.name,
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return exc
+        finally:
+            await _close(iterator)
+        if acc.stop_reason is None:
+            return ConnectionDropped(
+                "the stream ended without a stop reason", provider=self.r.provider.name
+            )
+        return "completed"
+
+
+async def _close(iterator: AsyncIterator[StreamEvent]) -> None:
+    closer = getattr(iterator, "aclose", None)
+    if closer is None:
+        return
+    try:
+        await closer()
+    except Exception as exc:  # closing an abandoned stream must not mask the outcome
+        log.debug("closing the provider stream failed: %s", exc)

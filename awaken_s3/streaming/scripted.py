@@ -1,0 +1,157 @@
+"""A deterministic provider that replays scripts, with faults.
+
+Each call to :meth:`ScriptedProvider.stream` consumes the next script and
+records the request it received. A script is a sequence of stream events and
+fault steps:
+
+* :class:`Drop` raises :class:`ConnectionDropped` (a connection drop after the
+  events before it);
+* :class:`Stall` waits until the consumer abandons the stream (an idle stall);
+* :class:`Fail` raises any :class:`ProviderError` (5xx or throttling with or
+  without a retry hint, a permanent error), before or during the stream;
+* :class:`Hook` runs a callable when reached (tests advance fake clocks with it).
+
+A script that ends without a fault just ends, like a clean stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from awaken_s3.streaming.errors import ConnectionDropped, ProviderError
+from awaken_s3.streaming.events import (
+    StopEvent,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageEvent,
+)
+from awaken_s3.streaming.provider import ModelRequest, ProviderCapabilities
+
+
+@dataclass(frozen=True)
+class Drop:
+    message: str = "connection dropped mid-stream"
+
+
+@dataclass(frozen=True)
+class Stall:
+    pass
+
+
+@dataclass(frozen=True)
+class Fail:
+    error: ProviderError
+
+
+@dataclass(frozen=True)
+class Hook:
+    action: Callable[[], None]
+
+
+ScriptStep = StreamEvent | Drop | Stall | Fail | Hook
+
+
+class ScriptsExhausted(AssertionError):
+    """The code under test made more model calls than the test scripted."""
+
+
+@dataclass
+class ScriptedProvider:
+    scripts: Sequence[Sequence[ScriptStep]]
+    prefill: bool = True
+    name: str = "scripted"
+    #: seconds between events, for benchmarks (0: yield to the loop only)
+    delay: float = 0.0
+    requests: list[ModelRequest] = field(default_factory=list)
+    #: events handed out so far, over all calls
+    events_sent: int = 0
+
+    def capabilities(self, model: str) -> ProviderCapabilities:
+        return ProviderCapabilities(assistant_prefill=self.prefill)
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        if len(self.requests) >= len(self.scripts):
+            raise ScriptsExhausted(f"no script left for call {len(self.requests) + 1}")
+        script = self.scripts[len(self.requests)]
+        self.requests.append(request)
+        return self._replay(script)
+
+    async def _replay(self, script: Sequence[ScriptStep]) -> AsyncIterator[StreamEvent]:
+        for step in script:
+            if isinstance(step, Hook):
+                step.action()
+                continue
+            if isinstance(step, Drop):
+                raise ConnectionDropped(step.message, provider=self.name)
+            if isinstance(step, Fail):
+                raise step.error
+            if isinstance(step, Stall):
+                await asyncio.Event().wait()
+                continue
+            if self.delay > 0:
+                await asyncio.sleep(self.delay)
+            else:
+                await asyncio.sleep(0)
+            self.events_sent += 1
+            yield step
+
+
+# -- script builders ------------------------------------------------------------
+
+
+def text_deltas(text: str, *, chunk: int = 5) -> list[StreamEvent]:
+    return [TextDelta(text[i : i + chunk]) for i in range(0, len(text), chunk)]
+
+
+def tool_call(
+    index: int,
+    name: str,
+    arguments: dict[str, Any] | str,
+    *,
+    call_id: str | None = None,
+    chunk: int = 7,
+    close: bool = True,
+) -> list[StreamEvent]:
+    """A tool call streamed in argument fragments; ``close=False`` never ends the block."""
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    events: list[StreamEvent] = [ToolCallStart(index, call_id or f"call_{index}", name)]
+    events.extend(ToolCallDelta(index, raw[i : i + chunk]) for i in range(0, len(raw), chunk))
+    if close:
+        events.append(ToolCallEnd(index))
+    return events
+
+
+def interleave(*streams: Iterable[StreamEvent]) -> list[StreamEvent]:
+    """Round-robin merge, as parallel tool calls arrive on the wire."""
+    iterators = [iter(s) for s in streams]
+    merged: list[StreamEvent] = []
+    while iterators:
+        alive = []
+        for it in iterators:
+            event = next(it, None)
+            if event is not None:
+                merged.append(event)
+                alive.append(it)
+        iterators = alive
+    return merged
+
+
+def finish(
+    stop_reason: str = "end_turn", *, input_tokens: int = 10, output_tokens: int = 20
+) -> list[StreamEvent]:
+    return [UsageEvent(input_tokens, output_tokens), StopEvent(stop_reason)]
+
+
+def text_turn(text: str, *, chunk: int = 5, stop_reason: str = "end_turn") -> list[StreamEvent]:
+    return [*text_deltas(text, chunk=chunk), *finish(stop_reason)]
