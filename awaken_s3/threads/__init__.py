@@ -1,0 +1,63 @@
+"""Threads in DynamoDB: messages, run state with its lease, tool-call records.
+
+One contract (:class:`ThreadStore`), an in-memory backend and a DynamoDB backend; the key
+design and the commit protocol are described in docs/THREADS.md.
+"""
+
+from awaken_s3.threads.base import ThreadStore
+from awaken_s3.threads.dynamo import DynamoThreadStore, create_table, dynamodb_client_config
+from awaken_s3.threads.errors import (
+    CommitConflict,
+    CommitFenced,
+    LeaseLost,
+    LeaseUnavailable,
+    MessageTooLarge,
+    RunExists,
+    RunNotFound,
+    ThreadExists,
+    ThreadMovedOn,
+    ThreadNotFound,
+    ThreadStoreError,
+    ToolCallConflict,
+)
+from awaken_s3.threads.memory import InMemoryThreadStore
+from awaken_s3.threads.models import (
+    CommitResult,
+    Lease,
+    RunSettings,
+    RunState,
+    RunStatus,
+    Thread,
+    ToolCallRecord,
+    ToolCallStatus,
+    TurnCommit,
+)
+
+__all__ = [
+    "CommitConflict",
+    "CommitFenced",
+    "CommitResult",
+    "DynamoThreadStore",
+    "InMemoryThreadStore",
+    "Lease",
+    "LeaseLost",
+    "LeaseUnavailable",
+    "MessageTooLarge",
+    "RunExists",
+    "RunNotFound",
+    "RunSettings",
+    "RunState",
+    "RunStatus",
+    "Thread",
+    "ThreadExists",
+    "ThreadMovedOn",
+    "ThreadNotFound",
+    "ThreadStore",
+    "ThreadStoreError",
+    "ToolCallConflict",
+    "ToolCallRecord",
+    "ToolCallStatus",
+    "TurnCommit",
+    "create_table",
+    "dynamodb_client_config",
+]

@@ -1,0 +1,136 @@
+"""The ThreadStore contract: threads, messages, run state with its lease, tool-call records."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+from awaken_s3.messages import Message
+from awaken_s3.streaming.outcome import ClassifiedError
+from awaken_s3.threads.models import (
+    CommitResult,
+    RunSettings,
+    RunState,
+    RunStatus,
+    Thread,
+    ToolCallRecord,
+    TurnCommit,
+)
+
+
+@runtime_checkable
+class ThreadStore(Protocol):
+    """Every write that decides a run's fate is conditional, checked by the storage itself."""
+
+    async def create_thread(
+        self, thread_id: str, *, owner: str, metadata: Mapping[str, str] | None = None
+    ) -> Thread:
+        """Raises ThreadExists."""
+        ...
+
+    async def get_thread(self, thread_id: str, *, owner: str | None = None) -> Thread:
+        """Raises ThreadNotFound, also when ``owner`` is given and is not the thread's owner."""
+        ...
+
+    async def load_messages(self, thread_id: str) -> list[Message]:
+        """The committed messages, in order (offloaded bodies read back)."""
+        ...
+
+    async def create_run(
+        self,
+        run_id: str,
+        *,
+        thread_id: str,
+        owner: str,
+        settings: RunSettings,
+        messages: Sequence[Message] = (),
+    ) -> RunState:
+        """Append ``messages`` to the thread and create a queued run, atomically.
+
+        Raises RunExists, ThreadNotFound (also for a foreign owner), ThreadMovedOn when the
+        thread changed while appending.
+        """
+        ...
+
+    async def get_run(self, run_id: str) -> RunState:
+        """Raises RunNotFound."""
+        ...
+
+    async def claim_run(self, run_id: str, *, worker: str, lease_seconds: float) -> RunState:
+        """Take the lease (expired, free, or already ours) of a runnable run; bumps the epoch.
+
+        Raises LeaseUnavailable, RunNotFound.
+        """
+        ...
+
+    async def renew_lease(
+        self, run_id: str, *, worker: str, epoch: int, lease_seconds: float
+    ) -> RunState:
+        """Raises LeaseLost."""
+        ...
+
+    async def release_lease(
+        self, run_id: str, *, worker: str, epoch: int, status: RunStatus = RunStatus.SUSPENDED
+    ) -> RunState:
+        """Give the lease up now (so the next invocation needs not wait), leaving ``status``.
+
+        Raises LeaseLost.
+        """
+        ...
+
+    async def finish_run(
+        self,
+        run_id: str,
+        *,
+        worker: str,
+        epoch: int,
+        status: RunStatus,
+        error: ClassifiedError | None = None,
+    ) -> RunState:
+        """Set a terminal status (and the classified error of a failed run); releases the lease.
+
+        Raises LeaseLost.
+        """
+        ...
+
+    async def cancel_run(self, run_id: str) -> RunState:
+        """Mark a non-terminal run cancelled (the API does this; the worker notices).
+
+        Returns the run unchanged when it already ended.
+        """
+        ...
+
+    async def commit_turn(self, commit: TurnCommit) -> CommitResult:
+        """Append the turn's messages and advance the run, all or nothing.
+
+        Returns ``duplicate=True`` when an earlier attempt of the same commit already landed.
+        Raises CommitFenced, ThreadMovedOn (never retried as is).
+        """
+        ...
+
+    async def claim_tool_call(
+        self, run_id: str, tool_use_id: str, *, name: str, epoch: int
+    ) -> tuple[ToolCallRecord, bool]:
+        """Claim a call before running it, while ``epoch`` holds the run lease.
+
+        Returns ``(record, True)`` when this call claimed it, ``(existing, False)`` when the
+        call was already claimed (and maybe finished). Raises LeaseLost.
+        """
+        ...
+
+    async def reclaim_tool_call(
+        self, run_id: str, tool_use_id: str, *, epoch: int, previous_epoch: int
+    ) -> ToolCallRecord:
+        """Take over a call claimed by an earlier epoch and never finished.
+
+        Raises ToolCallConflict when someone else took it over or it finished; LeaseLost.
+        """
+        ...
+
+    async def finish_tool_call(
+        self, run_id: str, tool_use_id: str, *, epoch: int, content: str, is_error: bool
+    ) -> ToolCallRecord:
+        """Record the result; raises ToolCallConflict when ``epoch`` no longer holds the call."""
+        ...
+
+    async def get_tool_call(self, run_id: str, tool_use_id: str) -> ToolCallRecord | None: ...

@@ -1,0 +1,295 @@
+"""DynamoDB item layout: keys, attribute encoding and decoding (pure, no I/O).
+
+One table, string keys ``pk``/``sk``::
+
+    pk = THREAD#<thread_id>   sk = THREAD                 thread: owner, message_count
+    pk = THREAD#<thread_id>   sk = MSG#<seq, 10 digits>   one message (body or body_ref)
+    pk = RUN#<run_id>         sk = RUN                    run state and lease
+    pk = RUN#<run_id>         sk = TOOL#<tool_use_id>     one tool-call record
+
+Zero-padded sequence numbers make the sort key order the message order, so one Query reads a
+thread in order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pydantic import TypeAdapter
+
+from awaken_s3.messages import ContentBlock, Message
+from awaken_s3.streaming.outcome import ClassifiedError, Usage
+from awaken_s3.threads.cancellation import StoredMessage
+from awaken_s3.threads.models import (
+    Lease,
+    RunSettings,
+    RunState,
+    RunStatus,
+    Thread,
+    ToolCallRecord,
+    ToolCallStatus,
+)
+
+Item = dict[str, Any]
+
+THREAD_SK: Final = "THREAD"
+RUN_SK: Final = "RUN"
+MSG_PREFIX: Final = "MSG#"
+TOOL_PREFIX: Final = "TOOL#"
+SEQ_DIGITS: Final = 10
+
+_CONTENT = TypeAdapter(tuple[ContentBlock, ...])
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: int | float) -> dict[str, str]:
+    return {"N": str(value) if isinstance(value, int) else format(value, ".6f")}
+
+
+def _get_s(item: Mapping[str, Any], name: str) -> str | None:
+    attr = item.get(name)
+    return None if attr is None else str(attr["S"])
+
+
+def _get_n(item: Mapping[str, Any], name: str, default: float = 0) -> float:
+    attr = item.get(name)
+    return default if attr is None else float(attr["N"])
+
+
+def _get_i(item: Mapping[str, Any], name: str, default: int = 0) -> int:
+    attr = item.get(name)
+    return default if attr is None else int(attr["N"])
+
+
+def thread_pk(thread_id: str) -> str:
+    return f"THREAD#{thread_id}"
+
+
+def run_pk(run_id: str) -> str:
+    return f"RUN#{run_id}"
+
+
+def thread_key(thread_id: str) -> Item:
+    return {"pk": _s(thread_pk(thread_id)), "sk": _s(THREAD_SK)}
+
+
+def message_sk(seq: int) -> str:
+    return f"{MSG_PREFIX}{seq:0{SEQ_DIGITS}d}"
+
+
+def message_key(thread_id: str, seq: int) -> Item:
+    return {"pk": _s(thread_pk(thread_id)), "sk": _s(message_sk(seq))}
+
+
+def run_key(run_id: str) -> Item:
+    return {"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)}
+
+
+def tool_key(run_id: str, tool_use_id: str) -> Item:
+    return {"pk": _s(run_pk(run_id)), "sk": _s(f"{TOOL_PREFIX}{tool_use_id}")}
+
+
+# -- threads
+
+
+def thread_item(thread: Thread) -> Item:
+    item = thread_key(thread.thread_id)
+    item.update(
+        owner=_s(thread.owner),
+        message_count=_n(thread.message_count),
+        created_at=_n(thread.created_at),
+        metadata={"M": {k: _s(v) for k, v in thread.metadata.items()}},
+    )
+    return item
+
+
+def decode_thread(item: Mapping[str, Any]) -> Thread:
+    thread_id = str(item["pk"]["S"]).removeprefix("THREAD#")
+    metadata = {k: str(v["S"]) for k, v in item.get("metadata", {"M": {}})["M"].items()}
+    return Thread(
+        thread_id=thread_id,
+        owner=_get_s(item, "owner") or "",
+        message_count=_get_i(item, "message_count"),
+        created_at=_get_n(item, "created_at"),
+        metadata=metadata,
+    )
+
+
+# -- messages
+
+
+def encode_content(message: Message) -> str:
+    return json.dumps(
+        [block.model_dump(mode="json") for block in message.content],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def decode_body(role: str, body: str | bytes) -> Message:
+    content = _CONTENT.validate_json(body)
+    return Message.model_validate({"role": role, "content": content})
+
+
+def message_item(
+    thread_id: str,
+    seq: int,
+    message: Message,
+    *,
+    commit_id: str,
+    now: float,
+    body: str | None,
+    body_ref: str | None,
+) -> Item:
+    """Exactly one of ``body`` (inline JSON content) and ``body_ref`` (an S3 key) is set."""
+    item = message_key(thread_id, seq)
+    item.update(seq=_n(seq), role=_s(message.role), commit_id=_s(commit_id), created_at=_n(now))
+    if body_ref is not None:
+        item["body_ref"] = _s(body_ref)
+    else:
+        item["body"] = _s(body if body is not None else encode_content(message))
+    return item
+
+
+def message_body_ref(item: Mapping[str, Any]) -> str | None:
+    return _get_s(item, "body_ref")
+
+
+def decode_stored_message(
+    item: Mapping[str, Any], *, body: str | bytes | None = None
+) -> StoredMessage:
+    """``body`` supplies an offloaded body already fetched; without it the message is None."""
+    role = _get_s(item, "role") or "user"
+    inline = _get_s(item, "body")
+    raw = inline if inline is not None else body
+    message = decode_body(role, raw) if raw is not None else None
+    return StoredMessage(_get_i(item, "seq"), message, _get_s(item, "commit_id"))
+
+
+# -- runs
+
+
+def settings_json(settings: RunSettings) -> str:
+    return json.dumps(
+        {
+            "model": settings.model,
+            "system": settings.system,
+            "max_tokens": settings.max_tokens,
+            "temperature": settings.temperature,
+            "tools": list(settings.tools),
+            "max_turns": settings.max_turns,
+        },
+        separators=(",", ":"),
+    )
+
+
+def decode_settings(raw: str) -> RunSettings:
+    data = json.loads(raw)
+    return RunSettings(
+        model=data["model"],
+        system=data.get("system"),
+        max_tokens=int(data.get("max_tokens", 4096)),
+        temperature=data.get("temperature"),
+        tools=tuple(data.get("tools", ())),
+        max_turns=int(data.get("max_turns", 25)),
+    )
+
+
+def run_item(run: RunState) -> Item:
+    item = run_key(run.run_id)
+    item.update(
+        thread_id=_s(run.thread_id),
+        owner=_s(run.owner),
+        settings=_s(settings_json(run.settings)),
+        status=_s(run.status.value),
+        turn=_n(run.turn),
+        message_count=_n(run.message_count),
+        usage_in=_n(run.usage.input_tokens),
+        usage_out=_n(run.usage.output_tokens),
+        epoch=_n(run.lease.epoch),
+        lease_until=_n(run.lease.lease_until),
+        created_at=_n(run.created_at),
+        updated_at=_n(run.updated_at),
+    )
+    if run.lease.owner is not None:
+        item["lease_owner"] = _s(run.lease.owner)
+    if run.stop_reason is not None:
+        item["stop_reason"] = _s(run.stop_reason)
+    if run.error is not None:
+        item["error"] = error_attr(run.error)
+    return item
+
+
+def error_attr(error: ClassifiedError) -> dict[str, Any]:
+    return {
+        "M": {
+            "code": _s(error.code),
+            "message": _s(error.message),
+            "retryable": {"BOOL": error.retryable},
+        }
+    }
+
+
+def decode_run(item: Mapping[str, Any]) -> RunState:
+    error = None
+    if "error" in item:
+        err = item["error"]["M"]
+        error = ClassifiedError(
+            code=str(err["code"]["S"]),
+            message=str(err["message"]["S"]),
+            retryable=bool(err["retryable"]["BOOL"]),
+        )
+    return RunState(
+        run_id=str(item["pk"]["S"]).removeprefix("RUN#"),
+        thread_id=_get_s(item, "thread_id") or "",
+        owner=_get_s(item, "owner") or "",
+        settings=decode_settings(_get_s(item, "settings") or '{"model": ""}'),
+        status=RunStatus(item["status"]["S"]),
+        turn=_get_i(item, "turn"),
+        message_count=_get_i(item, "message_count"),
+        usage=Usage(_get_i(item, "usage_in"), _get_i(item, "usage_out")),
+        error=error,
+        stop_reason=_get_s(item, "stop_reason"),
+        lease=Lease(
+            owner=_get_s(item, "lease_owner"),
+            epoch=_get_i(item, "epoch"),
+            lease_until=_get_n(item, "lease_until"),
+        ),
+        created_at=_get_n(item, "created_at"),
+        updated_at=_get_n(item, "updated_at"),
+    )
+
+
+# -- tool calls
+
+
+def tool_item(record: ToolCallRecord) -> Item:
+    item = tool_key(record.run_id, record.tool_use_id)
+    item.update(
+        name=_s(record.name),
+        status=_s(record.status.value),
+        epoch=_n(record.epoch),
+        attempts=_n(record.attempts),
+        is_error={"BOOL": record.is_error},
+    )
+    if record.content is not None:
+        item["content"] = _s(record.content)
+    return item
+
+
+def decode_tool(item: Mapping[str, Any]) -> ToolCallRecord:
+    return ToolCallRecord(
+        run_id=str(item["pk"]["S"]).removeprefix("RUN#"),
+        tool_use_id=str(item["sk"]["S"]).removeprefix(TOOL_PREFIX),
+        name=_get_s(item, "name") or "",
+        status=ToolCallStatus(item["status"]["S"]),
+        epoch=_get_i(item, "epoch"),
+        attempts=_get_i(item, "attempts", 1),
+        content=_get_s(item, "content"),
+        is_error=bool(item.get("is_error", {"BOOL": False})["BOOL"]),
+    )

@@ -1,0 +1,787 @@
+"""ThreadStore over one DynamoDB table (aioboto3/aiobotocore), with S3 offload of big messages.
+
+A thin shell: keys and items come from :mod:`codec`, the meaning of a cancelled commit from
+:mod:`cancellation`. Every write that decides a run's fate carries its condition, so the table
+itself fences a stale worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final, Literal
+
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from awaken_s3.ids import validate_run_id, validate_thread_id
+from awaken_s3.messages import Message
+from awaken_s3.streaming.outcome import ClassifiedError
+from awaken_s3.threads import codec, rules
+from awaken_s3.threads.cancellation import (
+    ItemReason,
+    StoredMessage,
+    Verdict,
+    diagnose_commit,
+    parse_reason_codes,
+)
+from awaken_s3.threads.errors import (
+    CommitFenced,
+    LeaseLost,
+    LeaseUnavailable,
+    MessageTooLarge,
+    RunExists,
+    RunNotFound,
+    ThreadExists,
+    ThreadMovedOn,
+    ThreadNotFound,
+    ThreadStoreError,
+    ToolCallConflict,
+)
+from awaken_s3.threads.models import (
+    CommitResult,
+    RunSettings,
+    RunState,
+    RunStatus,
+    Thread,
+    ToolCallRecord,
+    ToolCallStatus,
+    TurnCommit,
+)
+
+logger = logging.getLogger("awaken_s3.threads")
+
+# DynamoDB caps an item at 400 KB (names + values). Bodies above this go to S3, leaving ample
+# room for the other attributes and for UTF-8 growth estimates.
+DEFAULT_OFFLOAD_THRESHOLD: Final = 300 * 1024
+DEFAULT_OFFLOAD_PREFIX: Final = "messages/"
+_RUNNABLE = [s.value for s in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.SUSPENDED)]
+# Error codes after which the same conditional request may be sent again: either it did not
+# apply, or it did and its condition now recognises it (the commit id), so no duplicate.
+_TRANSIENT_ERRORS: Final = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "TransactionInProgressException",
+        "LimitExceededException",
+    }
+)
+
+
+def dynamodb_client_config(
+    *, max_attempts: int = 8, mode: Literal["standard", "adaptive"] = "standard"
+) -> Config:
+    """Client config for the thread table: botocore's standard (or adaptive) retry mode.
+
+    Standard mode retries throttling (ProvisionedThroughputExceeded, ThrottlingException),
+    5xx and connection errors with jittered backoff. A transaction cancelled for
+    TransactionConflict is not retried by botocore; the store retries it itself.
+    """
+    return Config(retries={"mode": mode, "max_attempts": max_attempts})
+
+
+async def create_table(client: Any, table_name: str) -> None:
+    """Create the on-demand table (tests, local servers; production uses template.yaml)."""
+    await client.create_table(
+        TableName=table_name,
+        KeySchema=[
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _n(value: int | float) -> dict[str, str]:
+    return {"N": str(value) if isinstance(value, int) else format(value, ".6f")}
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+class _RunEnded(ThreadStoreError):
+    def __init__(self, run: RunState) -> None:
+        super().__init__(f"run {run.run_id} is {run.status.value}")
+        self.run = run
+
+
+def _request_token(commit_id: str) -> str:
+    # DynamoDB's idempotency token (<= 36 chars): a retried identical commit within its window
+    # is acknowledged without being applied twice.
+    return hashlib.sha256(commit_id.encode()).hexdigest()[:36]
+
+
+class DynamoThreadStore:
+    """``client`` is an aiobotocore DynamoDB client the caller owns (build it with
+    :func:`dynamodb_client_config`). ``s3_client`` + ``bucket`` enable offloading messages
+    whose body exceeds ``offload_threshold`` bytes; without them such a message raises
+    :class:`MessageTooLarge` before any write.
+    """
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        client: Any,
+        s3_client: Any | None = None,
+        bucket: str | None = None,
+        offload_prefix: str = DEFAULT_OFFLOAD_PREFIX,
+        offload_threshold: int = DEFAULT_OFFLOAD_THRESHOLD,
+        clock: Callable[[], float] = time.time,
+        transient_retries: int = 5,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._table = table_name
+        self._db = client
+        self._s3 = s3_client
+        self._bucket = bucket
+        self._prefix = offload_prefix
+        self._threshold = offload_threshold
+        self._clock = clock
+        self._retries = transient_retries
+        self._sleep = sleep
+
+    # -- threads and messages
+
+    async def create_thread(
+        self, thread_id: str, *, owner: str, metadata: Mapping[str, str] | None = None
+    ) -> Thread:
+        validate_thread_id(thread_id)
+        thread = Thread(thread_id, owner, 0, self._clock(), dict(metadata or {}))
+        try:
+            await self._db.put_item(
+                TableName=self._table,
+                Item=codec.thread_item(thread),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                raise ThreadExists(f"thread {thread_id} already exists") from exc
+            raise ThreadStoreError(f"create_thread {thread_id}: {exc}") from exc
+        return thread
+
+    async def get_thread(self, thread_id: str, *, owner: str | None = None) -> Thread:
+        validate_thread_id(thread_id)
+        item = await self._get_item(codec.thread_key(thread_id))
+        if item is None:
+            raise ThreadNotFound(f"thread {thread_id} not found")
+        thread = codec.decode_thread(item)
+        if owner is not None and thread.owner != owner:
+            raise ThreadNotFound(f"thread {thread_id} not found")
+        return thread
+
+    async def load_messages(self, thread_id: str) -> list[Message]:
+        await self.get_thread(thread_id)
+        messages: list[Message] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :msg)",
+            "ExpressionAttributeValues": {
+                ":pk": _s(codec.thread_pk(thread_id)),
+                ":msg": _s(codec.MSG_PREFIX),
+            },
+            "ConsistentRead": True,
+        }
+        while True:
+            page = await self._call(self._db.query, **kwargs)
+            for item in page.get("Items", []):
+                stored = await self._decode_message(item)
+                assert stored.message is not None
+                messages.append(stored.message)
+            if "LastEvaluatedKey" not in page:
+                return messages
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    async def _decode_message(self, item: Mapping[str, Any]) -> StoredMessage:
+        ref = codec.message_body_ref(item)
+        if ref is None:
+            return codec.decode_stored_message(item)
+        if self._s3 is None or self._bucket is None:
+            raise ThreadStoreError(f"message body offloaded to {ref} but no S3 client configured")
+        try:
+            obj = await self._s3.get_object(Bucket=self._bucket, Key=ref)
+            async with obj["Body"] as stream:
+                body = await stream.read()
+        except (ClientError, BotoCoreError) as exc:
+            raise ThreadStoreError(f"reading offloaded message {ref}: {exc}") from exc
+        return codec.decode_stored_message(item, body=body)
+
+    async def _message_items(
+        self, thread_id: str, start: int, messages: Sequence[Message], commit_id: str
+    ) -> list[dict[str, Any]]:
+        """Items for ``messages``; offloaded bodies are written first, under unique keys, so a
+        transaction that then fails leaves an orphan object, never a dangling reference."""
+        now = self._clock()
+        items = []
+        for offset, message in enumerate(messages):
+            seq = start + offset
+            body: str | None = codec.encode_content(message)
+            ref = None
+            if body is not None and len(body.encode("utf-8")) > self._threshold:
+                ref = await self._offload(thread_id, seq, body)
+                body = None
+            items.append(
+                codec.message_item(
+                    thread_id, seq, message, commit_id=commit_id, now=now, body=body, body_ref=ref
+                )
+            )
+        return items
+
+    async def _offload(self, thread_id: str, seq: int, body: str) -> str:
+        if self._s3 is None or self._bucket is None:
+            raise MessageTooLarge(
+                f"message {seq} of thread {thread_id} is {len(body)} bytes, over the "
+                f"{self._threshold}-byte item threshold, and no offload bucket is configured"
+            )
+        key = f"{self._prefix}{thread_id}/{seq:010d}-{uuid.uuid4().hex}.json"
+        try:
+            await self._s3.put_object(
+                Bucket=self._bucket,
+                Key=key,
+                Body=body.encode("utf-8"),
+                ContentType="application/json",
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise ThreadStoreError(f"offloading message {seq} of {thread_id}: {exc}") from exc
+        return key
+
+    # -- runs
+
+    async def create_run(
+        self,
+        run_id: str,
+        *,
+        thread_id: str,
+        owner: str,
+        settings: RunSettings,
+        messages: Sequence[Message] = (),
+    ) -> RunState:
+        validate_run_id(run_id)
+        thread = await self.get_thread(thread_id, owner=owner)
+        now = self._clock()
+        count = thread.message_count + len(messages)
+        run = RunState(
+            run_id=run_id,
+            thread_id=thread_id,
+            owner=owner,
+            settings=settings,
+            message_count=count,
+            created_at=now,
+            updated_at=now,
+        )
+        items = await self._message_items(
+            thread_id, thread.message_count, messages, f"create/{run_id}"
+        )
+        transact: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": codec.run_item(run),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+            *(
+                {
+                    "Put": {
+                        "TableName": self._table,
+                        "Item": item,
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                }
+                for item in items
+            ),
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": codec.thread_key(thread_id),
+                    "UpdateExpression": "SET message_count = :new",
+                    "ConditionExpression": "message_count = :old AND #owner = :owner",
+                    "ExpressionAttributeNames": {"#owner": "owner"},
+                    "ExpressionAttributeValues": {
+                        ":new": _n(count),
+                        ":old": _n(thread.message_count),
+                        ":owner": _s(owner),
+                    },
+                }
+            },
+        ]
+        try:
+            await self._call(self._db.transact_write_items, TransactItems=transact)
+        except ClientError as exc:
+            if _code(exc) != "TransactionCanceledException":
+                raise ThreadStoreError(f"create_run {run_id}: {exc}") from exc
+            codes = parse_reason_codes(exc.response.get("CancellationReasons", []))
+            if codes and codes[0] == "ConditionalCheckFailed":
+                raise RunExists(f"run {run_id} already exists") from exc
+            raise ThreadMovedOn(f"thread {thread_id} changed while creating run {run_id}") from exc
+        return run
+
+    async def get_run(self, run_id: str) -> RunState:
+        validate_run_id(run_id)
+        item = await self._get_item(codec.run_key(run_id))
+        if item is None:
+            raise RunNotFound(f"run {run_id} not found")
+        return codec.decode_run(item)
+
+    async def claim_run(self, run_id: str, *, worker: str, lease_seconds: float) -> RunState:
+        validate_run_id(run_id)
+        now = self._clock()
+        try:
+            response = await self._call(
+                self._db.update_item,
+                TableName=self._table,
+                Key=codec.run_key(run_id),
+                UpdateExpression=(
+                    "SET lease_owner = :me, epoch = epoch + :one, lease_until = :until, "
+                    "#status = :running, updated_at = :now"
+                ),
+                ConditionExpression=(
+                    "#status IN (:queued, :running, :suspended) AND "
+                    "(attribute_not_exists(lease_owner) OR lease_until <= :now "
+                    "OR lease_owner = :me)"
+                ),
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":me": _s(worker),
+                    ":one": _n(1),
+                    ":until": _n(now + lease_seconds),
+                    ":now": _n(now),
+                    ":running": _s(RunStatus.RUNNING.value),
+                    ":queued": _s(RunStatus.QUEUED.value),
+                    ":suspended": _s(RunStatus.SUSPENDED.value),
+                },
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise ThreadStoreError(f"claim_run {run_id}: {exc}") from exc
+            old: Any = exc.response.get("Item")
+            if not old:
+                raise RunNotFound(f"run {run_id} not found") from exc
+            current = codec.decode_run(old)
+            raise LeaseUnavailable(
+                f"run {run_id} is {current.status.value}, leased by {current.lease.owner!r} "
+                f"until {current.lease.lease_until:.3f}"
+            ) from exc
+        return codec.decode_run(response["Attributes"])
+
+    async def _update_leased(
+        self,
+        run_id: str,
+        *,
+        worker: str,
+        epoch: int,
+        update: str,
+        values: dict[str, Any],
+        only_if_not_ended: bool = False,
+    ) -> RunState:
+        """An update that holds only while ``worker`` at ``epoch`` holds the lease.
+
+        With ``only_if_not_ended`` it also requires a non-terminal status, and raises
+        :class:`_RunEnded` (with the stored run) when only that part failed.
+        """
+        condition = "lease_owner = :me AND epoch = :epoch"
+        names: dict[str, str] = {}
+        values = {**values, ":me": _s(worker), ":epoch": _n(epoch), ":now": _n(self._clock())}
+        if only_if_not_ended:
+            condition += " AND #status IN (:queued, :running, :suspended)"
+            values.update({f":{s}": _s(s) for s in _RUNNABLE})
+        # DynamoDB rejects unused names, and both words are reserved.
+        if "#status" in update or "#status" in condition:
+            names["#status"] = "status"
+        if "#error" in update:
+            names["#error"] = "error"
+        try:
+            response = await self._call(
+                self._db.update_item,
+                TableName=self._table,
+                Key=codec.run_key(run_id),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                **({"ExpressionAttributeNames": names} if names else {}),
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise ThreadStoreError(f"update of run {run_id}: {exc}") from exc
+            old: Any = exc.response.get("Item")
+            if not old:
+                raise RunNotFound(f"run {run_id} not found") from exc
+            current = codec.decode_run(old)
+            if rules.holds_lease(current, worker, epoch):
+                raise _RunEnded(current) from exc
+            raise LeaseLost(
+                f"run {run_id} is leased by {current.lease.owner!r} at epoch "
+                f"{current.lease.epoch}, not {worker!r} at {epoch}"
+            ) from exc
+        return codec.decode_run(response["Attributes"])
+
+    async def renew_lease(
+        self, run_id: str, *, worker: str, epoch: int, lease_seconds: float
+    ) -> RunState:
+        return await self._update_leased(
+            run_id,
+            worker=worker,
+            epoch=epoch,
+            update="SET lease_until = :until, updated_at = :now",
+            values={":until": _n(self._clock() + lease_seconds)},
+        )
+
+    async def release_lease(
+        self, run_id: str, *, worker: str, epoch: int, status: RunStatus = RunStatus.SUSPENDED
+    ) -> RunState:
+        release = "SET lease_until = :zero, updated_at = :now REMOVE lease_owner"
+        try:
+            return await self._update_leased(
+                run_id,
+                worker=worker,
+                epoch=epoch,
+                update=release.replace("SET ", "SET #status = :status, "),
+                values={":zero": _n(0), ":status": _s(status.value)},
+                only_if_not_ended=True,
+            )
+        except _RunEnded:
+            # The run ended meanwhile (a cancel): keep that status, just let the lease go.
+            return await self._update_leased(
+                run_id, worker=worker, epoch=epoch, update=release, values={":zero": _n(0)}
+            )
+
+    async def finish_run(
+        self,
+        run_id: str,
+        *,
+        worker: str,
+        epoch: int,
+        status: RunStatus,
+        error: ClassifiedError | None = None,
+    ) -> RunState:
+        update = "SET #status = :status, lease_until = :zero, updated_at = :now"
+        values: dict[str, Any] = {":status": _s(status.value), ":zero": _n(0)}
+        if error is not None:
+            update += ", #error = :error"
+            values[":error"] = codec.error_attr(error)
+        try:
+            return await self._update_leased(
+                run_id,
+                worker=worker,
+                epoch=epoch,
+                update=update + " REMOVE lease_owner",
+                values=values,
+                only_if_not_ended=True,
+            )
+        except _RunEnded as ended:
+            # Already terminal (cancelled by the API): that outcome stands; drop the lease.
+            return (
+                await self._update_leased(
+                    run_id,
+                    worker=worker,
+                    epoch=epoch,
+                    update="SET lease_until = :zero, updated_at = :now REMOVE lease_owner",
+                    values={":zero": _n(0)},
+                )
+                if ended.run.lease.owner is not None
+                else ended.run
+            )
+
+    async def cancel_run(self, run_id: str) -> RunState:
+        validate_run_id(run_id)
+        try:
+            response = await self._call(
+                self._db.update_item,
+                TableName=self._table,
+                Key=codec.run_key(run_id),
+                UpdateExpression="SET #status = :cancelled, updated_at = :now",
+                ConditionExpression="#status IN (:queued, :running, :suspended)",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":cancelled": _s(RunStatus.CANCELLED.value),
+                    ":now": _n(self._clock()),
+                    **{f":{s}": _s(s) for s in _RUNNABLE},
+                },
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise ThreadStoreError(f"cancel_run {run_id}: {exc}") from exc
+            old: Any = exc.response.get("Item")
+            if not old:
+                raise RunNotFound(f"run {run_id} not found") from exc
+            return codec.decode_run(old)
+        return codec.decode_run(response["Attributes"])
+
+    # -- the turn commit
+
+    async def commit_turn(self, commit: TurnCommit) -> CommitResult:
+        items = await self._message_items(
+            commit.thread_id, commit.expected_message_count, commit.messages, commit.commit_id
+        )
+        transact = self._commit_items(commit, items)
+        attempt = 0
+        while True:
+            try:
+                await self._db.transact_write_items(
+                    TransactItems=transact,
+                    ClientRequestToken=_request_token(commit.commit_id),
+                )
+                return CommitResult(rules.apply_commit(commit, now=self._clock()))
+            except ClientError as exc:
+                code = _code(exc)
+                if code == "TransactionCanceledException":
+                    verdict, detail = await self._diagnose(commit, exc)
+                elif code in _TRANSIENT_ERRORS:
+                    verdict, detail = Verdict.RETRY, code
+                else:
+                    raise ThreadStoreError(f"commit of run {commit.run_id}: {exc}") from exc
+                if verdict == Verdict.DUPLICATE:
+                    logger.info("commit %s had already landed: %s", commit.commit_id, detail)
+                    return CommitResult(await self.get_run(commit.run_id), duplicate=True)
+                if verdict == Verdict.FENCED:
+                    raise CommitFenced(detail) from exc
+                if verdict == Verdict.MOVED_ON:
+                    raise ThreadMovedOn(detail) from exc
+                if verdict == Verdict.ERROR or attempt >= self._retries:
+                    raise ThreadStoreError(
+                        f"commit of run {commit.run_id} failed: {detail}"
+                    ) from exc
+            except BotoCoreError as exc:
+                # Connection dropped or timed out after botocore's own retries: the commit may
+                # or may not have landed. Re-sending is safe: its conditions recognise it.
+                if attempt >= self._retries:
+                    raise ThreadStoreError(f"commit of run {commit.run_id}: {exc}") from exc
+            attempt += 1
+            await self._sleep(min(0.05 * 2**attempt, 2.0))
+
+    def _commit_items(self, commit: TurnCommit, items: list[dict[str, Any]]) -> list[Any]:
+        new = rules.apply_commit(commit, now=self._clock())
+        sets = [
+            "turn = :new_turn",
+            "message_count = :new_count",
+            "usage_in = usage_in + :din",
+            "usage_out = usage_out + :dout",
+            "updated_at = :now",
+        ]
+        values: dict[str, Any] = {
+            ":new_turn": _n(new.turn),
+            ":new_count": _n(new.message_count),
+            ":din": _n(commit.usage.input_tokens),
+            ":dout": _n(commit.usage.output_tokens),
+            ":now": _n(new.updated_at),
+            ":epoch": _n(commit.epoch),
+            ":turn": _n(commit.expected_turn),
+            ":count": _n(commit.expected_message_count),
+            ":running": _s(RunStatus.RUNNING.value),
+        }
+        if commit.stop_reason is not None:
+            sets.append("stop_reason = :stop")
+            values[":stop"] = _s(commit.stop_reason)
+        update = "SET " + ", ".join(sets)
+        if commit.final_status is not None:
+            update = update.replace("SET ", "SET #status = :final, lease_until = :zero, ")
+            update += " REMOVE lease_owner"
+            values[":final"] = _s(commit.final_status.value)
+            values[":zero"] = _n(0)
+        messages = [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": item,
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            }
+            for item in items
+        ]
+        run = {
+            "Update": {
+                "TableName": self._table,
+                "Key": codec.run_key(commit.run_id),
+                "UpdateExpression": update,
+                "ConditionExpression": (
+                    "epoch = :epoch AND turn = :turn AND message_count = :count "
+                    "AND #status = :running"
+                ),
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": values,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        thread = {
+            "Update": {
+                "TableName": self._table,
+                "Key": codec.thread_key(commit.thread_id),
+                "UpdateExpression": "SET message_count = :new_count",
+                "ConditionExpression": "message_count = :count",
+                "ExpressionAttributeValues": {
+                    ":new_count": _n(new.message_count),
+                    ":count": _n(commit.expected_message_count),
+                },
+            }
+        }
+        return [*messages, run, thread]
+
+    async def _diagnose(self, commit: TurnCommit, exc: ClientError) -> tuple[Verdict, str]:
+        reasons = list(exc.response.get("CancellationReasons", []))
+        codes = parse_reason_codes(reasons)
+        n = len(commit.messages)
+        if len(reasons) != n + 2:
+            return Verdict.ERROR, f"unexpected cancellation reasons {codes}"
+        message_reasons = []
+        for reason, code in zip(reasons[:n], codes[:n], strict=True):
+            item = reason.get("Item")
+            existing = await self._decode_message(item) if item else None
+            message_reasons.append(ItemReason(code, existing))
+        run_item = reasons[n].get("Item")
+        diagnosis = diagnose_commit(
+            commit,
+            messages=message_reasons,
+            run=ItemReason(codes[n], codec.decode_run(run_item) if run_item else None),
+            thread=ItemReason(codes[n + 1]),
+        )
+        return diagnosis.verdict, diagnosis.detail
+
+    # -- tool calls
+
+    async def claim_tool_call(
+        self, run_id: str, tool_use_id: str, *, name: str, epoch: int
+    ) -> tuple[ToolCallRecord, bool]:
+        record = ToolCallRecord(run_id, tool_use_id, name, ToolCallStatus.CLAIMED, epoch)
+        put = {
+            "Put": {
+                "TableName": self._table,
+                "Item": codec.tool_item(record),
+                "ConditionExpression": "attribute_not_exists(pk)",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        reasons = await self._with_lease_check(run_id, epoch, put)
+        if reasons is None:
+            return record, True
+        item = reasons[1].get("Item")
+        if item:
+            return codec.decode_tool(item), False
+        existing = await self.get_tool_call(run_id, tool_use_id)
+        if existing is None:
+            raise ThreadStoreError(f"claim of tool call {tool_use_id} failed: {reasons}")
+        return existing, False
+
+    async def reclaim_tool_call(
+        self, run_id: str, tool_use_id: str, *, epoch: int, previous_epoch: int
+    ) -> ToolCallRecord:
+        update = {
+            "Update": {
+                "TableName": self._table,
+                "Key": codec.tool_key(run_id, tool_use_id),
+                "UpdateExpression": "SET epoch = :mine, attempts = attempts + :one",
+                "ConditionExpression": "#status = :claimed AND epoch = :prev",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {
+                    ":mine": _n(epoch),
+                    ":one": _n(1),
+                    ":claimed": _s(ToolCallStatus.CLAIMED.value),
+                    ":prev": _n(previous_epoch),
+                },
+            }
+        }
+        if await self._with_lease_check(run_id, epoch, update) is not None:
+            raise ToolCallConflict(
+                f"tool call {tool_use_id} is no longer held by epoch {previous_epoch}"
+            )
+        record = await self.get_tool_call(run_id, tool_use_id)
+        assert record is not None
+        return record
+
+    async def _with_lease_check(
+        self, run_id: str, epoch: int, operation: dict[str, Any]
+    ) -> list[Mapping[str, Any]] | None:
+        """Run ``operation`` only while ``epoch`` holds the run. None when it applied, else the
+        cancellation reasons of the operation (LeaseLost is raised for a lost lease)."""
+        check = {
+            "ConditionCheck": {
+                "TableName": self._table,
+                "Key": codec.run_key(run_id),
+                "ConditionExpression": "epoch = :epoch",
+                "ExpressionAttributeValues": {":epoch": _n(epoch)},
+            }
+        }
+        try:
+            await self._call(self._db.transact_write_items, TransactItems=[check, operation])
+        except ClientError as exc:
+            if _code(exc) != "TransactionCanceledException":
+                raise ThreadStoreError(f"tool call on run {run_id}: {exc}") from exc
+            reasons: list[Mapping[str, Any]] = list(exc.response.get("CancellationReasons", []))
+            codes = parse_reason_codes(reasons)
+            if codes and codes[0] == "ConditionalCheckFailed":
+                raise LeaseLost(f"run {run_id} is no longer at epoch {epoch}") from exc
+            if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
+                return reasons
+            raise ThreadStoreError(f"tool call on run {run_id} cancelled: {codes}") from exc
+        return None
+
+    async def finish_tool_call(
+        self, run_id: str, tool_use_id: str, *, epoch: int, content: str, is_error: bool
+    ) -> ToolCallRecord:
+        try:
+            response = await self._call(
+                self._db.update_item,
+                TableName=self._table,
+                Key=codec.tool_key(run_id, tool_use_id),
+                UpdateExpression="SET #status = :finished, content = :content, is_error = :err",
+                ConditionExpression="#status = :claimed AND epoch = :epoch",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":finished": _s(ToolCallStatus.FINISHED.value),
+                    ":content": _s(content),
+                    ":err": {"BOOL": is_error},
+                    ":claimed": _s(ToolCallStatus.CLAIMED.value),
+                    ":epoch": _n(epoch),
+                },
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                raise ToolCallConflict(
+                    f"tool call {tool_use_id} is not held by epoch {epoch}"
+                ) from exc
+            raise ThreadStoreError(f"finish of tool call {tool_use_id}: {exc}") from exc
+        return codec.decode_tool(response["Attributes"])
+
+    async def get_tool_call(self, run_id: str, tool_use_id: str) -> ToolCallRecord | None:
+        item = await self._get_item(codec.tool_key(run_id, tool_use_id))
+        return None if item is None else codec.decode_tool(item)
+
+    # -- plumbing
+
+    async def _get_item(self, key: dict[str, Any]) -> dict[str, Any] | None:
+        response = await self._call(
+            self._db.get_item, TableName=self._table, Key=key, ConsistentRead=True
+        )
+        item: dict[str, Any] | None = response.get("Item")
+        return item
+
+    async def _call(self, operation: Callable[..., Awaitable[Any]], **kwargs: Any) -> Any:
+        try:
+            return await operation(**kwargs)
+        except ClientError:
+            raise
+        except BotoCoreError as exc:
+            raise ThreadStoreError(f"DynamoDB unreachable: {exc}") from exc

@@ -1,0 +1,172 @@
+"""Thread, run and tool-call records: plain data shared by every ThreadStore backend."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from awaken_s3.messages import Message
+from awaken_s3.streaming.outcome import ClassifiedError, Usage
+
+
+class RunStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def runnable(self) -> bool:
+        """A worker may claim the run (and continue it)."""
+        return self in RUNNABLE_STATUSES
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+RUNNABLE_STATUSES = frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.SUSPENDED})
+TERMINAL_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+
+
+@dataclass(frozen=True, slots=True)
+class Thread:
+    thread_id: str
+    owner: str
+    message_count: int = 0
+    created_at: float = 0.0
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Who drives the run. ``epoch`` only grows: every claim increments it."""
+
+    owner: str | None = None
+    epoch: int = 0
+    lease_until: float = 0.0
+
+    def held_by(self, owner: str, *, now: float) -> bool:
+        return self.owner == owner and self.lease_until > now
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    model: str
+    system: str | None = None
+    max_tokens: int = 4096
+    temperature: float | None = None
+    #: names of the registered tools offered to the model; empty means none
+    tools: tuple[str, ...] = ()
+    #: the run fails with ``step_limit`` before starting a model turn past this index
+    max_turns: int = 25
+
+
+@dataclass(frozen=True, slots=True)
+class RunState:
+    run_id: str
+    thread_id: str
+    owner: str
+    settings: RunSettings
+    status: RunStatus = RunStatus.QUEUED
+    #: index of the next model turn (= model turns committed so far)
+    turn: int = 0
+    #: messages committed in the thread, as this run last advanced it
+    message_count: int = 0
+    usage: Usage = field(default_factory=Usage)
+    error: ClassifiedError | None = None
+    stop_reason: str | None = None
+    lease: Lease = field(default_factory=Lease)
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+    def with_(self, **changes: Any) -> RunState:
+        return replace(self, **changes)
+
+
+class ToolCallStatus(StrEnum):
+    CLAIMED = "claimed"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    """A tool call's durable trace: claimed before the callable runs, finished after."""
+
+    run_id: str
+    tool_use_id: str
+    name: str
+    status: ToolCallStatus
+    #: the lease epoch of the worker that claimed (or last re-claimed) the call
+    epoch: int
+    attempts: int = 1
+    content: str | None = None
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCommit:
+    """What one commit appends and how it advances the run.
+
+    ``base`` is the run state the committing worker holds. The messages land at
+    ``base.message_count``, ``+1``, ...; the commit holds only if the stored run is still
+    ``running`` at ``base.turn`` with that many messages under the lease epoch ``base.lease.epoch``.
+    """
+
+    base: RunState
+    messages: tuple[Message, ...]
+    usage: Usage = field(default_factory=Usage)
+    #: a model turn advances ``turn``; a tool-results commit does not
+    advance_turn: bool = True
+    stop_reason: str | None = None
+    #: set to finish the run in the same transaction (``completed`` after the last turn)
+    final_status: RunStatus | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.base.run_id
+
+    @property
+    def thread_id(self) -> str:
+        return self.base.thread_id
+
+    @property
+    def epoch(self) -> int:
+        return self.base.lease.epoch
+
+    @property
+    def expected_turn(self) -> int:
+        return self.base.turn
+
+    @property
+    def expected_message_count(self) -> int:
+        return self.base.message_count
+
+    @property
+    def commit_id(self) -> str:
+        """Deterministic per (run, epoch, position, content): a retried attempt carries the
+        same id, a different turn at the same position does not.
+
+        Finding this id on the stored messages proves an earlier attempt of this very commit
+        landed (a response lost after the write), so it is recognised rather than repeated.
+        """
+        digest = hashlib.sha256()
+        for message in self.messages:
+            digest.update(message.model_dump_json().encode("utf-8"))
+            digest.update(b"\0")
+        return (
+            f"{self.run_id}/{self.epoch}/{self.expected_turn}/{self.expected_message_count}/"
+            f"{digest.hexdigest()[:16]}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    run: RunState
+    #: the transaction had already been applied by an earlier attempt: nothing was written
+    duplicate: bool = False

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from awaken_s3.local.moto import MotoServer
+from awaken_s3.threads import InMemoryThreadStore, ThreadStore
+from tests.threads.backends import (
+    FakeClock,
+    aws_clients,
+    dynamo_store,
+    fresh_target,
+    threaded_moto,
+)
+
+
+@pytest.fixture(scope="session")
+def moto_inprocess_url() -> Iterator[str]:
+    yield from threaded_moto()
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[MotoServer]:
+    with MotoServer.start() as server:
+        yield server
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(params=["memory", "moto-inprocess", "moto-server"])
+async def store(request: pytest.FixtureRequest, clock: FakeClock) -> AsyncIterator[ThreadStore]:
+    if request.param == "memory":
+        yield InMemoryThreadStore(clock=clock)
+        return
+    if request.param == "moto-inprocess":
+        url = request.getfixturevalue("moto_inprocess_url")
+    else:
+        url = request.getfixturevalue("moto_server").endpoint_url
+    async with aws_clients(url) as (db, s3):
+        target = await fresh_target(db, s3, url)
+        yield dynamo_store(db, s3, target, clock=clock)
