@@ -1,0 +1,180 @@
+"""The Bedrock ConverseStream provider, on aioboto3's ``bedrock-runtime`` client.
+
+The default inside AWS: no extra dependency, IAM credentials, no API key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from typing import Any
+
+import aioboto3
+import aiohttp
+from aiobotocore.config import AioConfig
+from botocore.eventstream import ParserError
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    HTTPClientError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
+
+from awaken_s3.providers.bedrock_format import ConverseStreamTranslator, build_converse_request
+from awaken_s3.providers.classify import classify_bedrock_error
+from awaken_s3.providers.hints import parse_retry_after
+from awaken_s3.providers.prefill import PrefillOverride, default_claude_prefill, resolve_prefill
+from awaken_s3.providers.stream_state import ends_with_assistant
+from awaken_s3.streaming.errors import (
+    AuthenticationFailed,
+    ConnectionDropped,
+    ProviderError,
+    ServerError,
+    StreamStalled,
+)
+from awaken_s3.streaming.events import StreamEvent
+from awaken_s3.streaming.provider import ModelRequest, ProviderCapabilities
+
+NAME = "bedrock"
+
+
+def map_bedrock_exception(exc: BaseException, *, sent_prefill: bool) -> ProviderError | None:
+    """The typed error for a botocore/aiohttp exception; ``None`` if it is not one."""
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        meta = exc.response.get("ResponseMetadata", {})
+        status = meta.get("HTTPStatusCode")
+        # An event-stream exception (EventStreamError) has no HTTP status of its own.
+        in_stream = status in (None, 200)
+        return classify_bedrock_error(
+            code=str(error.get("Code", "")),
+            message=str(error.get("Message", "")) or str(exc),
+            status=None if in_stream else status,
+            retry_after=None if in_stream else parse_retry_after(meta.get("HTTPHeaders")),
+            sent_prefill=sent_prefill,
+        )
+    if isinstance(exc, NoCredentialsError):
+        return AuthenticationFailed(f"no AWS credentials for Bedrock: {exc}", provider=NAME)
+    # aiohttp's ServerTimeoutError is both a connection error and a timeout:
+    # the timeout checks come first.
+    if isinstance(exc, ReadTimeoutError | asyncio.TimeoutError | aiohttp.ServerTimeoutError):
+        return StreamStalled(f"no data from Bedrock within the idle timeout: {exc}", provider=NAME)
+    if isinstance(
+        exc,
+        ConnectTimeoutError
+        | EndpointConnectionError
+        | ConnectionClosedError
+        | HTTPClientError
+        | aiohttp.ClientPayloadError
+        | aiohttp.ClientConnectionError
+        | ConnectionError,
+    ):
+        return ConnectionDropped(f"connection to Bedrock lost: {exc}", provider=NAME)
+    if isinstance(exc, ParserError):
+        return ServerError(f"Bedrock sent a corrupt event-stream frame: {exc}", provider=NAME)
+    return None
+
+
+def client_config(*, idle_timeout: float, connect_timeout: float) -> AioConfig:
+    """The botocore config of the provider's client.
+
+    ``total_max_attempts=1`` turns botocore's retries off because the turn runner
+    owns retry policy: botocore retries would repeat a request behind the
+    runner's back, double its delays and hide attempts from the retry count.
+    ``read_timeout`` is the longest gap between two reads: the idle-stall timeout.
+    """
+    return AioConfig(
+        read_timeout=idle_timeout,
+        connect_timeout=connect_timeout,
+        retries={"total_max_attempts": 1, "mode": "standard"},
+    )
+
+
+class BedrockConverseProvider:
+    """Streams a turn from Bedrock's ConverseStream API.
+
+    Pass ``client`` (an open aiobotocore ``bedrock-runtime`` client) to reuse
+    one; it should be configured like :func:`client_config`. Otherwise a client
+    is opened from ``session`` (default: a new ``aioboto3.Session()``) for each
+    stream, so the provider is safe across event loops (a Lambda handler that
+    calls ``asyncio.run`` per invocation). ``endpoint_url`` is rarely needed:
+    botocore already honours ``AWS_ENDPOINT_URL``.
+    """
+
+    name = NAME
+
+    def __init__(
+        self,
+        *,
+        client: Any | None = None,
+        session: aioboto3.Session | None = None,
+        region_name: str | None = None,
+        endpoint_url: str | None = None,
+        idle_timeout: float = 60.0,
+        connect_timeout: float = 10.0,
+        prefill: PrefillOverride = None,
+    ) -> None:
+        self._client = client
+        self._session = session
+        self._region_name = region_name
+        self._endpoint_url = endpoint_url
+        self._config = client_config(idle_timeout=idle_timeout, connect_timeout=connect_timeout)
+        self._prefill = prefill
+
+    def __repr__(self) -> str:
+        return f"BedrockConverseProvider(region_name={self._region_name!r})"
+
+    def capabilities(self, model: str) -> ProviderCapabilities:
+        return ProviderCapabilities(
+            assistant_prefill=resolve_prefill(model, self._prefill, default_claude_prefill)
+        )
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        sent_prefill = ends_with_assistant(request.messages)
+        params = build_converse_request(request)
+        async with AsyncExitStack() as stack:
+            client = self._client
+            if client is None:
+                session = self._session or aioboto3.Session()
+                client = await stack.enter_async_context(
+                    session.client(
+                        "bedrock-runtime",
+                        region_name=self._region_name,
+                        endpoint_url=self._endpoint_url,
+                        config=self._config,
+                    )
+                )
+            try:
+                response = await client.converse_stream(**params)
+            except Exception as exc:
+                mapped = map_bedrock_exception(exc, sent_prefill=sent_prefill)
+                if mapped is None:
+                    raise
+                raise mapped from exc
+            event_stream = response["stream"]
+            stack.callback(event_stream.close)
+            translator = ConverseStreamTranslator()
+            iterator = event_stream.__aiter__()
+            while True:
+                try:
+                    event = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    mapped = map_bedrock_exception(exc, sent_prefill=sent_prefill)
+                    if mapped is None:
+                        raise
+                    if translator.stopped and isinstance(mapped, ConnectionDropped | StreamStalled):
+                        # Only the metadata (usage) frame was lost; the turn is whole.
+                        break
+                    raise mapped from exc
+                for out in translator.feed(event):
+                    yield out
+        if not translator.stopped:
+            raise ConnectionDropped("the ConverseStream ended before messageStop", provider=NAME)
+        for out in translator.finish():
+            yield out
