@@ -184,10 +184,10 @@ class CoalescingCheckpointWriter:
             or self._clock() - self._last_put_at >= self._policy.min_interval
         )
 
-    def _maybe_start(self) -> None:
+    def _maybe_start(self, *, due: bool = False) -> None:
         if self._stopped or self._holding or not self._dirty:
             return
-        if self._due():
+        if due or self._due():
             self._cancel_timer()
             checkpoint = self._take_snapshot()
             self._task = asyncio.get_running_loop().create_task(self._background_put(checkpoint))
@@ -198,7 +198,7 @@ class CoalescingCheckpointWriter:
     def _on_timer(self) -> None:
         self._timer = None
         if self._task is None:
-            self._maybe_start()
+            self._maybe_start(due=True)
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
