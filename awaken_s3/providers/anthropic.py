@@ -60,7 +60,7 @@ def map_anthropic_exception(exc: BaseException, *, sent_prefill: bool) -> Provid
             sent_prefill=sent_prefill,
         )
     if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
-        return StreamStalled(f"no data from Anthropic within the idle timeout: {exc}", provider=NAME)
+        return StreamStalled(f"no data within the idle timeout: {exc}", provider=NAME)
     if isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError):
         return ConnectionDropped(f"connection to Anthropic lost: {exc}", provider=NAME)
     if isinstance(exc, anthropic.APIError):
@@ -139,6 +139,4 @@ class AnthropicProvider:
         finally:
             await sdk_stream.close()
         if not translator.finished:
-            raise ConnectionDropped(
-                "the Anthropic stream ended before message_stop", provider=NAME
-            )
+            raise ConnectionDropped("the Anthropic stream ended before message_stop", provider=NAME)

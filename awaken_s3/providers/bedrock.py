@@ -137,7 +137,7 @@ class BedrockConverseProvider:
         sent_prefill = ends_with_assistant(request.messages)
         params = build_converse_request(request)
         async with AsyncExitStack() as stack:
-            client = self._client
+            client: Any = self._client
             if client is None:
                 session = self._session or aioboto3.Session()
                 client = await stack.enter_async_context(

@@ -65,7 +65,7 @@ def map_openai_exception(exc: BaseException, *, sent_prefill: bool) -> ProviderE
             sent_prefill=sent_prefill,
         )
     if isinstance(exc, openai.APITimeoutError):
-        return StreamStalled(f"no data from the server within the idle timeout: {exc}", provider=NAME)
+        return StreamStalled(f"no data within the idle timeout: {exc}", provider=NAME)
     if isinstance(exc, openai.APIConnectionError):
         return ConnectionDropped(f"connection to the server lost: {exc}", provider=NAME)
     if isinstance(exc, openai.APIError):

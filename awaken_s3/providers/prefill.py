@@ -46,9 +46,7 @@ def default_claude_prefill(model: str) -> bool:
     return generation < NO_PREFILL_FROM
 
 
-def resolve_prefill(
-    model: str, override: PrefillOverride, default: Callable[[str], bool]
-) -> bool:
+def resolve_prefill(model: str, override: PrefillOverride, default: Callable[[str], bool]) -> bool:
     """Apply a per-instance override, else the provider's default."""
     if isinstance(override, bool):
         return override

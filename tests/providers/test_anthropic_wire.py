@@ -40,19 +40,29 @@ def provider(wire: WireServer, *, idle_timeout: float = 5.0) -> AnthropicProvide
 
 
 async def test_text_turn_streams_text_usage_and_stop(wire: WireServer) -> None:
-    wire.push(aw.stream(aw.message_start(25), aw.ping(), aw.text_block(0, ["Hel", "lo", "!"]),
-                        aw.message_end("end_turn", 7)))
+    wire.push(
+        aw.stream(
+            aw.message_start(25),
+            aw.ping(),
+            aw.text_block(0, ["Hel", "lo", "!"]),
+            aw.message_end("end_turn", 7),
+        )
+    )
     events, error = await collect(provider(wire), simple_request(MODEL))
     assert error is None
     assert events == [
         UsageEvent(25, 1),
-        TextDelta("Hel"), TextDelta("lo"), TextDelta("!"),
-        UsageEvent(25, 7), StopEvent("end_turn"),
+        TextDelta("Hel"),
+        TextDelta("lo"),
+        TextDelta("!"),
+        UsageEvent(25, 7),
+        StopEvent("end_turn"),
     ]
     sent = wire.received[0]
     assert sent.path == "/v1/messages"
     # SDK 2.x sends the key as a bearer token, older ones as x-api-key.
-    assert "sk-ant-test" in (sent.headers.get("x-api-key"), sent.headers.get("authorization", "")[7:])
+    sent_key = sent.headers.get("x-api-key") or sent.headers.get("authorization", "")[7:]
+    assert sent_key == "sk-ant-test"
     body = sent.json()
     assert body["stream"] is True
     assert body["system"] == "Be brief."
@@ -63,27 +73,35 @@ async def test_text_turn_streams_text_usage_and_stop(wire: WireServer) -> None:
 
 
 async def test_parallel_tool_calls_get_stream_order_indices(wire: WireServer) -> None:
-    wire.push(aw.stream(
-        aw.message_start(),
-        aw.text_block(0, ["Checking both."]),
-        aw.tool_start(1, "toolu_A", "get_weather"),
-        aw.tool_delta(1, '{"ci'), aw.tool_delta(1, 'ty": "Par'), aw.tool_delta(1, 'is"}'),
-        aw.block_stop(1),
-        aw.tool_start(2, "toolu_B", "get_weather"),
-        aw.tool_delta(2, '{"city":'), aw.tool_delta(2, ' "Oslo"}'),
-        aw.block_stop(2),
-        aw.message_end("tool_use", 40),
-    ))
+    wire.push(
+        aw.stream(
+            aw.message_start(),
+            aw.text_block(0, ["Checking both."]),
+            aw.tool_start(1, "toolu_A", "get_weather"),
+            aw.tool_delta(1, '{"ci'),
+            aw.tool_delta(1, 'ty": "Par'),
+            aw.tool_delta(1, 'is"}'),
+            aw.block_stop(1),
+            aw.tool_start(2, "toolu_B", "get_weather"),
+            aw.tool_delta(2, '{"city":'),
+            aw.tool_delta(2, ' "Oslo"}'),
+            aw.block_stop(2),
+            aw.message_end("tool_use", 40),
+        )
+    )
     events, error = await collect(provider(wire), simple_request(MODEL))
     assert error is None
     assert events == [
         UsageEvent(25, 1),
         TextDelta("Checking both."),
         ToolCallStart(0, "toolu_A", "get_weather"),
-        ToolCallDelta(0, '{"ci'), ToolCallDelta(0, 'ty": "Par'), ToolCallDelta(0, 'is"}'),
+        ToolCallDelta(0, '{"ci'),
+        ToolCallDelta(0, 'ty": "Par'),
+        ToolCallDelta(0, 'is"}'),
         ToolCallEnd(0),
         ToolCallStart(1, "toolu_B", "get_weather"),
-        ToolCallDelta(1, '{"city":'), ToolCallDelta(1, ' "Oslo"}'),
+        ToolCallDelta(1, '{"city":'),
+        ToolCallDelta(1, ' "Oslo"}'),
         ToolCallEnd(1),
         UsageEvent(25, 40),
         StopEvent("tool_use"),
@@ -96,10 +114,15 @@ async def test_tool_history_maps_to_tool_use_and_tool_result_blocks(wire: WireSe
     assert error is None
     messages = wire.received[0].json()["messages"]
     assert messages[1]["content"][1] == {
-        "type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Paris"},
+        "type": "tool_use",
+        "id": "call_1",
+        "name": "get_weather",
+        "input": {"city": "Paris"},
     }
     assert messages[2]["content"][0] == {
-        "type": "tool_result", "tool_use_id": "call_1", "content": "18C, cloudy",
+        "type": "tool_result",
+        "tool_use_id": "call_1",
+        "content": "18C, cloudy",
         "is_error": False,
     }
 
@@ -133,8 +156,13 @@ async def test_stall_is_stream_stalled(wire: WireServer) -> None:
 async def test_in_stream_error_event(
     wire: WireServer, error_type: str, expected: type[Exception]
 ) -> None:
-    wire.push(aw.stream(aw.message_start(), aw.text_block(0, ["Some"])[:2],
-                        aw.in_stream_error(error_type, "Overloaded")))
+    wire.push(
+        aw.stream(
+            aw.message_start(),
+            aw.text_block(0, ["Some"])[:2],
+            aw.in_stream_error(error_type, "Overloaded"),
+        )
+    )
     events, error = await collect(provider(wire), simple_request(MODEL))
     assert events == [UsageEvent(25, 1), TextDelta("Some")]
     assert type(error) is expected
@@ -180,11 +208,14 @@ async def test_401_is_authentication_failed(wire: WireServer) -> None:
 
 
 async def test_rejected_prefill_is_prefill_rejected(wire: WireServer) -> None:
-    wire.push(aw.error_response(
-        400, "invalid_request_error",
-        "This model does not support assistant message prefill. "
-        "The conversation must end with a user message.",
-    ))
+    wire.push(
+        aw.error_response(
+            400,
+            "invalid_request_error",
+            "This model does not support assistant message prefill. "
+            "The conversation must end with a user message.",
+        )
+    )
     _, error = await collect(
         provider(wire), simple_request("claude-opus-4-6", prefill="The weather is ")
     )

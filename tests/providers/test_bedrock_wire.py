@@ -44,8 +44,16 @@ def provider(wire: WireServer, *, idle_timeout: float = 5.0) -> BedrockConverseP
 
 
 async def test_text_turn_streams_text_usage_and_stop(wire: WireServer) -> None:
-    wire.push(bw.stream(bw.message_start(), bw.text(0, "Hel"), bw.text(0, "lo"),
-                        bw.block_stop(0), bw.message_stop("end_turn"), bw.metadata(20, 4)))
+    wire.push(
+        bw.stream(
+            bw.message_start(),
+            bw.text(0, "Hel"),
+            bw.text(0, "lo"),
+            bw.block_stop(0),
+            bw.message_stop("end_turn"),
+            bw.metadata(20, 4),
+        )
+    )
     events, error = await collect(provider(wire), simple_request(MODEL))
     assert error is None
     assert events == [TextDelta("Hel"), TextDelta("lo"), UsageEvent(20, 4), StopEvent("end_turn")]
@@ -59,27 +67,34 @@ async def test_text_turn_streams_text_usage_and_stop(wire: WireServer) -> None:
 
 
 async def test_parallel_tool_calls_get_stream_order_indices(wire: WireServer) -> None:
-    wire.push(bw.stream(
-        bw.message_start(),
-        bw.text(0, "Checking."), bw.block_stop(0),
-        bw.tool_start(1, "tooluse_A", "get_weather"),
-        bw.tool_input(1, '{"city"'), bw.tool_input(1, ': "Paris"}'),
-        bw.block_stop(1),
-        bw.tool_start(2, "tooluse_B", "get_weather"),
-        bw.tool_input(2, '{"city": "Os'), bw.tool_input(2, 'lo"}'),
-        bw.block_stop(2),
-        bw.message_stop("tool_use"),
-        bw.metadata(50, 30),
-    ))
+    wire.push(
+        bw.stream(
+            bw.message_start(),
+            bw.text(0, "Checking."),
+            bw.block_stop(0),
+            bw.tool_start(1, "tooluse_A", "get_weather"),
+            bw.tool_input(1, '{"city"'),
+            bw.tool_input(1, ': "Paris"}'),
+            bw.block_stop(1),
+            bw.tool_start(2, "tooluse_B", "get_weather"),
+            bw.tool_input(2, '{"city": "Os'),
+            bw.tool_input(2, 'lo"}'),
+            bw.block_stop(2),
+            bw.message_stop("tool_use"),
+            bw.metadata(50, 30),
+        )
+    )
     events, error = await collect(provider(wire), simple_request(MODEL))
     assert error is None
     assert events == [
         TextDelta("Checking."),
         ToolCallStart(0, "tooluse_A", "get_weather"),
-        ToolCallDelta(0, '{"city"'), ToolCallDelta(0, ': "Paris"}'),
+        ToolCallDelta(0, '{"city"'),
+        ToolCallDelta(0, ': "Paris"}'),
         ToolCallEnd(0),
         ToolCallStart(1, "tooluse_B", "get_weather"),
-        ToolCallDelta(1, '{"city": "Os'), ToolCallDelta(1, 'lo"}'),
+        ToolCallDelta(1, '{"city": "Os'),
+        ToolCallDelta(1, 'lo"}'),
         ToolCallEnd(1),
         UsageEvent(50, 30),
         StopEvent("tool_use"),
@@ -95,14 +110,23 @@ async def test_tool_history_maps_to_tool_use_and_tool_result(wire: WireServer) -
         "toolUse": {"toolUseId": "call_1", "name": "get_weather", "input": {"city": "Paris"}}
     }
     assert messages[2]["content"][0] == {
-        "toolResult": {"toolUseId": "call_1", "content": [{"text": "18C, cloudy"}],
-                       "status": "success"}
+        "toolResult": {
+            "toolUseId": "call_1",
+            "content": [{"text": "18C, cloudy"}],
+            "status": "success",
+        }
     }
 
 
 async def test_connection_dropped_mid_stream(wire: WireServer) -> None:
-    wire.push(bw.stream(bw.message_start(), bw.tool_start(0, "tooluse_A", "get_weather"),
-                        bw.tool_input(0, '{"ci'), DROP))
+    wire.push(
+        bw.stream(
+            bw.message_start(),
+            bw.tool_start(0, "tooluse_A", "get_weather"),
+            bw.tool_input(0, '{"ci'),
+            DROP,
+        )
+    )
     events, error = await collect(provider(wire), simple_request(MODEL))
     assert events == [ToolCallStart(0, "tooluse_A", "get_weather"), ToolCallDelta(0, '{"ci')]
     assert isinstance(error, ConnectionDropped)
@@ -135,8 +159,11 @@ async def test_stall_is_stream_stalled(wire: WireServer) -> None:
 async def test_in_stream_exception_events(
     wire: WireServer, exception_type: str, expected: type[Exception]
 ) -> None:
-    wire.push(bw.stream(bw.message_start(), bw.text(0, "Some"),
-                        bw.stream_exception(exception_type, "it broke")))
+    wire.push(
+        bw.stream(
+            bw.message_start(), bw.text(0, "Some"), bw.stream_exception(exception_type, "it broke")
+        )
+    )
     events, error = await collect(provider(wire), simple_request(MODEL))
     assert events == [TextDelta("Some")]
     assert type(error) is expected
@@ -146,11 +173,13 @@ async def test_in_stream_exception_events(
 @pytest.mark.parametrize("form", ["seconds", "http-date"])
 async def test_429_with_retry_after_before_the_stream(wire: WireServer, form: str) -> None:
     value = (
-        "4" if form == "seconds"
+        "4"
+        if form == "seconds"
         else format_datetime(datetime.now(UTC) + timedelta(minutes=10), usegmt=True)
     )
-    wire.push(bw.error_response(429, "ThrottlingException", "Too many requests",
-                                {"Retry-After": value}))
+    wire.push(
+        bw.error_response(429, "ThrottlingException", "Too many requests", {"Retry-After": value})
+    )
     events, error = await collect(provider(wire), simple_request(MODEL))
     assert events == []
     assert isinstance(error, Throttled)
@@ -188,16 +217,20 @@ async def test_permanent_errors(
 
 
 async def test_rejected_prefill_is_prefill_rejected(wire: WireServer) -> None:
-    wire.push(bw.error_response(
-        400, "ValidationException",
-        "This model does not support assistant message prefill. "
-        "The conversation must end with a user message.",
-    ))
+    wire.push(
+        bw.error_response(
+            400,
+            "ValidationException",
+            "This model does not support assistant message prefill. "
+            "The conversation must end with a user message.",
+        )
+    )
     _, error = await collect(provider(wire), simple_request(MODEL, prefill="The weather "))
     assert isinstance(error, PrefillRejected)
     assert not error.retryable
     assert wire.received[0].json()["messages"][-1] == {
-        "role": "assistant", "content": [{"text": "The weather"}],
+        "role": "assistant",
+        "content": [{"text": "The weather"}],
     }
 
 

@@ -116,8 +116,11 @@ def test_bedrock_prefill_rejection() -> None:
 def test_error_fields_reads_wrapped_and_bare_bodies() -> None:
     anthropic_body = {
         "type": "error",
-        "error": {"type": "invalid_request_error", "message": "bad",
-                  "details": {"error_code": "xyz"}},
+        "error": {
+            "type": "invalid_request_error",
+            "message": "bad",
+            "details": {"error_code": "xyz"},
+        },
     }
     assert error_fields(anthropic_body) == ("invalid_request_error", "xyz", "bad")
     openai_body = {"message": "slow", "type": "requests", "code": "rate_limit_exceeded"}

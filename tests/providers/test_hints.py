@@ -41,8 +41,15 @@ def test_hint_forms(headers: dict[str, str], expected: float) -> None:
 
 @pytest.mark.parametrize(
     "headers",
-    [None, {}, {"content-type": "application/json"}, {"retry-after": "soon"},
-     {"retry-after": "nan"}, {"retry-after": "inf"}, {"retry-after": ""}],
+    [
+        None,
+        {},
+        {"content-type": "application/json"},
+        {"retry-after": "soon"},
+        {"retry-after": "nan"},
+        {"retry-after": "inf"},
+        {"retry-after": ""},
+    ],
 )
 def test_no_usable_hint_is_none(headers: dict[str, str] | None) -> None:
     assert parse_retry_after(headers, now=NOW) is None

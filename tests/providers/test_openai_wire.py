@@ -42,8 +42,11 @@ def provider(wire: WireServer, *, idle_timeout: float = 5.0) -> OpenAIChatProvid
 
 
 async def test_text_turn_streams_text_usage_and_stop(wire: WireServer) -> None:
-    wire.push(ow.stream(ow.role(), ow.text("Hel"), ow.text("lo"), ow.finish("stop"),
-                        ow.usage(12, 3), ow.DONE))
+    wire.push(
+        ow.stream(
+            ow.role(), ow.text("Hel"), ow.text("lo"), ow.finish("stop"), ow.usage(12, 3), ow.DONE
+        )
+    )
     events, error = await collect(provider(wire), simple_request(MODEL))
     assert error is None
     assert events == [TextDelta("Hel"), TextDelta("lo"), UsageEvent(12, 3), StopEvent("end_turn")]
@@ -61,24 +64,31 @@ async def test_text_turn_streams_text_usage_and_stop(wire: WireServer) -> None:
 
 
 async def test_parallel_tool_calls_close_at_finish_reason(wire: WireServer) -> None:
-    wire.push(ow.stream(
-        ow.role(),
-        ow.tool_start(0, "call_A", "get_weather"),
-        ow.tool_args(0, '{"ci'), ow.tool_args(0, 'ty": "Paris"}'),
-        ow.tool_start(1, "call_B", "get_weather"),
-        ow.tool_args(1, '{"city": '), ow.tool_args(1, '"Oslo"}'),
-        ow.finish("tool_calls"),
-        ow.usage(30, 20),
-        ow.DONE,
-    ))
+    wire.push(
+        ow.stream(
+            ow.role(),
+            ow.tool_start(0, "call_A", "get_weather"),
+            ow.tool_args(0, '{"ci'),
+            ow.tool_args(0, 'ty": "Paris"}'),
+            ow.tool_start(1, "call_B", "get_weather"),
+            ow.tool_args(1, '{"city": '),
+            ow.tool_args(1, '"Oslo"}'),
+            ow.finish("tool_calls"),
+            ow.usage(30, 20),
+            ow.DONE,
+        )
+    )
     events, error = await collect(provider(wire), simple_request(MODEL))
     assert error is None
     assert events == [
         ToolCallStart(0, "call_A", "get_weather"),
-        ToolCallDelta(0, '{"ci'), ToolCallDelta(0, 'ty": "Paris"}'),
+        ToolCallDelta(0, '{"ci'),
+        ToolCallDelta(0, 'ty": "Paris"}'),
         ToolCallStart(1, "call_B", "get_weather"),
-        ToolCallDelta(1, '{"city": '), ToolCallDelta(1, '"Oslo"}'),
-        ToolCallEnd(0), ToolCallEnd(1),
+        ToolCallDelta(1, '{"city": '),
+        ToolCallDelta(1, '"Oslo"}'),
+        ToolCallEnd(0),
+        ToolCallEnd(1),
         UsageEvent(30, 20),
         StopEvent("tool_use"),
     ]
@@ -92,15 +102,23 @@ async def test_tool_history_maps_to_tool_calls_and_tool_messages(wire: WireServe
     assert messages[1] == {
         "role": "assistant",
         "content": "Checking.",
-        "tool_calls": [{"id": "call_1", "type": "function",
-                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}],
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            }
+        ],
     }
     assert messages[2] == {"role": "tool", "tool_call_id": "call_1", "content": "18C, cloudy"}
 
 
 async def test_connection_dropped_mid_stream(wire: WireServer) -> None:
-    wire.push(ow.stream(ow.role(), ow.tool_start(0, "call_A", "get_weather"),
-                        ow.tool_args(0, '{"ci'), DROP))
+    wire.push(
+        ow.stream(
+            ow.role(), ow.tool_start(0, "call_A", "get_weather"), ow.tool_args(0, '{"ci'), DROP
+        )
+    )
     events, error = await collect(provider(wire), simple_request(MODEL))
     assert events == [ToolCallStart(0, "call_A", "get_weather"), ToolCallDelta(0, '{"ci')]
     assert isinstance(error, ConnectionDropped)
@@ -128,8 +146,9 @@ async def test_stall_is_stream_stalled(wire: WireServer) -> None:
 
 
 async def test_in_stream_server_error(wire: WireServer) -> None:
-    wire.push(ow.stream(ow.text("Some"),
-                        ow.in_stream_error("server_error", "The server had an error")))
+    wire.push(
+        ow.stream(ow.text("Some"), ow.in_stream_error("server_error", "The server had an error"))
+    )
     events, error = await collect(provider(wire), simple_request(MODEL))
     assert events == [TextDelta("Some")]
     assert isinstance(error, ServerError)
@@ -149,10 +168,14 @@ async def test_429_retry_after(
     wire: WireServer, headers: dict[str, str], expected: float | None
 ) -> None:
     if headers.get("retry-after") == "HTTP-DATE":
-        headers = {"retry-after": format_datetime(datetime.now(UTC) + timedelta(minutes=5),
-                                                  usegmt=True)}
-    wire.push(ow.error_response(429, "requests", "Rate limit reached",
-                                code="rate_limit_exceeded", headers=headers))
+        headers = {
+            "retry-after": format_datetime(datetime.now(UTC) + timedelta(minutes=5), usegmt=True)
+        }
+    wire.push(
+        ow.error_response(
+            429, "requests", "Rate limit reached", code="rate_limit_exceeded", headers=headers
+        )
+    )
     events, error = await collect(provider(wire), simple_request(MODEL))
     assert events == []
     assert isinstance(error, Throttled)
@@ -168,34 +191,45 @@ async def test_500_before_stream_is_server_error(wire: WireServer) -> None:
 
 
 async def test_permanent_400(wire: WireServer) -> None:
-    wire.push(ow.error_response(400, "invalid_request_error", "Invalid 'messages'",
-                                code="invalid_value"))
+    wire.push(
+        ow.error_response(400, "invalid_request_error", "Invalid 'messages'", code="invalid_value")
+    )
     _, error = await collect(provider(wire), simple_request(MODEL))
     assert type(error) is InvalidRequest
     assert error is not None and not error.retryable
 
 
 async def test_context_length_exceeded_by_code(wire: WireServer) -> None:
-    wire.push(ow.error_response(400, "invalid_request_error", "too many tokens",
-                                code="context_length_exceeded"))
+    wire.push(
+        ow.error_response(
+            400, "invalid_request_error", "too many tokens", code="context_length_exceeded"
+        )
+    )
     _, error = await collect(provider(wire), simple_request(MODEL))
     assert isinstance(error, ContextOverflow)
 
 
 async def test_model_not_found(wire: WireServer) -> None:
-    wire.push(ow.error_response(404, "invalid_request_error", "The model does not exist",
-                                code="model_not_found"))
+    wire.push(
+        ow.error_response(
+            404, "invalid_request_error", "The model does not exist", code="model_not_found"
+        )
+    )
     _, error = await collect(provider(wire), simple_request(MODEL))
     assert isinstance(error, ModelNotFound)
 
 
 async def test_rejected_prefill_on_a_compatible_server(wire: WireServer) -> None:
     # A compatible server that refuses a trailing assistant message.
-    wire.push(ow.error_response(
-        400, "BadRequestError",
-        "This model does not support assistant message prefill; the final message must be "
-        "a user message", code="400",
-    ))
+    wire.push(
+        ow.error_response(
+            400,
+            "BadRequestError",
+            "This model does not support assistant message prefill; the final message must be "
+            "a user message",
+            code="400",
+        )
+    )
     _, error = await collect(provider(wire), simple_request(MODEL, prefill="It is"))
     assert isinstance(error, PrefillRejected)
     assert not error.retryable

@@ -23,8 +23,11 @@ from awaken_s3.providers.prefill import claude_generation, default_claude_prefil
         ("global.anthropic.claude-opus-4-6-v1:0", (4, 6), False),
         ("claude-opus-4-7", (4, 7), False),
         ("claude-sonnet-5", (5, 0), False),
-        ("arn:aws:bedrock:us-east-1:1:inference-profile/us.anthropic.claude-opus-4-6-v1:0",
-         (4, 6), False),
+        (
+            "arn:aws:bedrock:us-east-1:1:inference-profile/us.anthropic.claude-opus-4-6-v1:0",
+            (4, 6),
+            False,
+        ),
         ("claude-2.1", (2, 1), True),
         ("claude-instant-v1", (1, 0), True),
         ("amazon.nova-pro-v1:0", None, False),

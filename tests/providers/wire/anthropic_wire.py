@@ -39,11 +39,21 @@ def ping() -> bytes:
 
 def text_block(index: int, chunks: list[str]) -> list[bytes]:
     return [
-        _ev({"type": "content_block_start", "index": index,
-             "content_block": {"type": "text", "text": ""}}),
+        _ev(
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "text", "text": ""},
+            }
+        ),
         *[
-            _ev({"type": "content_block_delta", "index": index,
-                 "delta": {"type": "text_delta", "text": c}})
+            _ev(
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "text_delta", "text": c},
+                }
+            )
             for c in chunks
         ],
         _ev({"type": "content_block_stop", "index": index}),
@@ -51,13 +61,23 @@ def text_block(index: int, chunks: list[str]) -> list[bytes]:
 
 
 def tool_start(index: int, tool_id: str, name: str) -> bytes:
-    return _ev({"type": "content_block_start", "index": index,
-                "content_block": {"type": "tool_use", "id": tool_id, "name": name, "input": {}}})
+    return _ev(
+        {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": {"type": "tool_use", "id": tool_id, "name": name, "input": {}},
+        }
+    )
 
 
 def tool_delta(index: int, fragment: str) -> bytes:
-    return _ev({"type": "content_block_delta", "index": index,
-                "delta": {"type": "input_json_delta", "partial_json": fragment}})
+    return _ev(
+        {
+            "type": "content_block_delta",
+            "index": index,
+            "delta": {"type": "input_json_delta", "partial_json": fragment},
+        }
+    )
 
 
 def block_stop(index: int) -> bytes:
@@ -66,9 +86,13 @@ def block_stop(index: int) -> bytes:
 
 def message_end(stop_reason: str = "end_turn", output_tokens: int = 15) -> list[bytes]:
     return [
-        _ev({"type": "message_delta",
-             "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-             "usage": {"output_tokens": output_tokens}}),
+        _ev(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                "usage": {"output_tokens": output_tokens},
+            }
+        ),
         _ev({"type": "message_stop"}),
     ]
 

@@ -43,8 +43,18 @@ def text(fragment: str) -> bytes:
 
 
 def tool_start(index: int, call_id: str, name: str) -> bytes:
-    return chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
-                                  "function": {"name": name, "arguments": ""}}]})
+    return chunk(
+        {
+            "tool_calls": [
+                {
+                    "index": index,
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": ""},
+                }
+            ]
+        }
+    )
 
 
 def tool_args(index: int, fragment: str) -> bytes:
@@ -56,8 +66,14 @@ def finish(reason: str) -> bytes:
 
 
 def usage(prompt: int, completion: int) -> bytes:
-    return chunk(choices=False, usage={"prompt_tokens": prompt, "completion_tokens": completion,
-                                       "total_tokens": prompt + completion})
+    return chunk(
+        choices=False,
+        usage={
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    )
 
 
 DONE = sse("[DONE]")

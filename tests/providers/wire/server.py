@@ -69,7 +69,10 @@ class WireServer:
         body = await request.read()
         self.received.append(
             Received(
-                request.method, request.path, {k.lower(): v for k, v in request.headers.items()}, body
+                request.method,
+                request.path,
+                {k.lower(): v for k, v in request.headers.items()},
+                body,
             )
         )
         if not self.script:
