@@ -11,13 +11,14 @@ Seam policy:
   with exactly the whitespace the prefix ended with, that copy is dropped.
 * Without prefill the model is asked, in a new user message, to continue; models
   often repeat the last words or sentence first. The longest overlap where the
-  prefix *ends* with what the continuation *starts* with is trimmed when it is at
-  least :data:`MIN_SEAM_OVERLAP` characters, starts at a word boundary of the
-  prefix and is not only whitespace. Eight characters with a word boundary is
-  two short words or one long one: an accidental match of that length is rare
-  in prose and code, while a model's echo of its last words is usually longer.
-  Strictly periodic text ("ha ha ha ha") can lose a repetition; the seam is not
-  promised byte-for-byte.
+  prefix *ends* with what the continuation *starts* with is trimmed when it
+  starts at a word boundary of the prefix and is either at least
+  :data:`MIN_SEAM_OVERLAP` (8) characters long or at least
+  :data:`MIN_SEAM_WORDS_OVERLAP` (5) characters spanning two or more words.
+  Natural text almost never starts a sentence part with the exact words the
+  previous part ended with, while one short repeated word is legitimate ("I know
+  that" + "that is true") and is kept. Strictly periodic text ("ha ha ha ha")
+  can lose a repetition; the seam is not promised byte-for-byte.
 * With prefill the model continues its own message verbatim, so no text overlap
   is trimmed (only the whitespace rule applies).
 """
@@ -31,6 +32,7 @@ from awaken_s3.messages import Message
 from awaken_s3.streaming.provider import ModelRequest
 
 MIN_SEAM_OVERLAP: Final = 8
+MIN_SEAM_WORDS_OVERLAP: Final = 5
 #: the longest echo looked for, and how much continuation text settles the seam
 SEAM_WINDOW: Final = 1024
 
@@ -66,12 +68,15 @@ def seam_overlap(prefix: str, continuation: str, *, trim_echo: bool) -> int:
     if not trim_echo:
         return 0
     longest = min(len(prefix), len(continuation), SEAM_WINDOW)
-    for k in range(longest, MIN_SEAM_OVERLAP - 1, -1):
+    for k in range(longest, MIN_SEAM_WORDS_OVERLAP - 1, -1):
         start = len(prefix) - k
         if start > 0 and not prefix[start - 1].isspace():
             continue
         candidate = continuation[:k]
-        if candidate.strip() and prefix.endswith(candidate):
+        if not prefix.endswith(candidate):
+            continue
+        words = len(candidate.split())
+        if words >= 2 or (words == 1 and k >= MIN_SEAM_OVERLAP):
             return k
     return 0
 

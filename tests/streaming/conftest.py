@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -144,3 +145,10 @@ def saved(**fields: Any) -> StreamCheckpoint:
     }
     base.update(fields)
     return StreamCheckpoint(**base)
+
+
+async def eventually(predicate: Callable[[], bool]) -> None:
+    """Yield to the loop until ``predicate`` holds (background puts are tasks)."""
+    async with asyncio.timeout(5.0):
+        while not predicate():  # noqa: ASYNC110 - the code under test exposes no event to await
+            await asyncio.sleep(0.001)

@@ -18,7 +18,7 @@ from awaken_s3.streaming.coalescer import (
 )
 from awaken_s3.streaming.events import TextDelta
 
-from .conftest import RUN_ID, THREAD_ID, CountingStore, FakeClock, saved
+from .conftest import RUN_ID, THREAD_ID, CountingStore, FakeClock, eventually, saved
 
 
 class GatedStore(CountingStore):
@@ -95,9 +95,7 @@ async def test_at_most_one_put_in_flight_and_the_latest_partial_wins() -> None:
         await settle()
     assert len(store.started) == 1 and store.started[0].partial_text == "0,"
     store.gate.set()
-    async with asyncio.timeout(5):
-        while len(store.history) < 2:
-            await asyncio.sleep(0)
+    await eventually(lambda: len(store.history) >= 2)
     # Intermediate states were skipped: the second put carried all 50 deltas.
     assert [c.partial_text for c in store.history] == ["0,", "".join(f"{i}," for i in range(50))]
     assert store.max_in_flight == 1
@@ -137,9 +135,7 @@ async def test_a_quiet_stream_is_flushed_by_the_timer() -> None:
     store = CountingStore()
     h = Harness(store, CheckpointPolicy(min_interval=0.02, min_bytes=10_000))
     h.text("quiet")
-    async with asyncio.timeout(5):
-        while not store.history:
-            await asyncio.sleep(0.01)
+    await eventually(lambda: bool(store.history))
     assert store.history[0].partial_text == "quiet"
 
 

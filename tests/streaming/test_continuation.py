@@ -8,6 +8,7 @@ from awaken_s3.messages import Message
 from awaken_s3.streaming.continuation import (
     CONTINUE_INSTRUCTION,
     MIN_SEAM_OVERLAP,
+    MIN_SEAM_WORDS_OVERLAP,
     build_continuation_request,
     join_at_seam,
 )
@@ -60,6 +61,7 @@ def test_with_prefill_no_text_is_trimmed() -> None:
     ("prefix", "continuation"),
     [
         ("I like it", " it is fine"),  # shorter than the minimum overlap
+        ("I know that", "that is true"),  # one short repeated word is legitimate
         ("the ratio is 1", "1 to 2"),
         ("we need reinternationali", "internationalization"),  # starts mid-word
         ("x=compute(a", "compute(a)"),  # not at a word boundary in the prefix
@@ -69,13 +71,16 @@ def test_ordinary_text_is_not_eaten(prefix: str, continuation: str) -> None:
     assert join_at_seam(prefix, continuation, trim_echo=True) == prefix + continuation
 
 
-def test_the_minimum_overlap_is_the_threshold() -> None:
-    word = "a" * (MIN_SEAM_OVERLAP - 2)
-    short = f"say {word}."
-    assert len(f"{word}.") == MIN_SEAM_OVERLAP - 1
-    assert join_at_seam(short, f"{word}. more", trim_echo=True) == f"{short}{word}. more"
-    word = "a" * (MIN_SEAM_OVERLAP - 1)
-    assert join_at_seam(f"say {word}.", f"{word}. more", trim_echo=True) == f"say {word}. more"
+def test_the_minimum_overlaps_are_the_thresholds() -> None:
+    word = "a" * (MIN_SEAM_OVERLAP - 1)  # one word, one character short
+    assert join_at_seam(f"say {word}", f"{word} more", trim_echo=True) == f"say {word}{word} more"
+    word = "a" * MIN_SEAM_OVERLAP
+    assert join_at_seam(f"say {word}", f"{word} more", trim_echo=True) == f"say {word} more"
+    # Two words need fewer characters: "It lies" is a typical echo.
+    assert join_at_seam("Oslo. It lies", "It lies north", trim_echo=True) == "Oslo. It lies north"
+    assert len("a b c") == MIN_SEAM_WORDS_OVERLAP
+    assert join_at_seam("x a b c", "a b c d", trim_echo=True) == "x a b c d"
+    assert join_at_seam("x a b", "a b c", trim_echo=True) == "x a ba b c"
 
 
 def test_the_whitespace_the_prefix_ended_with_is_not_doubled() -> None:

@@ -11,7 +11,9 @@ from awaken_s3.streaming.recovery import plan_recovery, synthesized_turn
 from .conftest import saved
 
 
-def call(index: int, arguments: str, *, closed: bool = True, name: str = "lookup") -> PartialToolCall:
+def call(
+    index: int, arguments: str, *, closed: bool = True, name: str = "lookup"
+) -> PartialToolCall:
     return PartialToolCall(
         index=index, id=f"call_{index}", name=name, arguments=arguments, closed=closed
     )
@@ -50,7 +52,9 @@ def test_r2_complete_call_followed_by_a_broken_one_keeps_the_complete_one() -> N
     assert plan.kind == "R2"
     assert [c.input for c in plan.tool_calls] == [{"a": 1}]
     assert [(d.index, d.id) for d in plan.dropped] == [(1, "call_1")]
-    assert synthesized_turn(plan).content == (ToolUseBlock(id="call_0", name="lookup", input={"a": 1}),)
+    assert synthesized_turn(plan).content == (
+        ToolUseBlock(id="call_0", name="lookup", input={"a": 1}),
+    )
 
 
 def test_r3_text_with_only_broken_calls_drops_every_one_and_reports_all() -> None:

@@ -85,7 +85,10 @@ def test_backoff_is_full_jitter_under_an_exponential_cap() -> None:
 
 def test_a_hint_is_honoured_when_present() -> None:
     decision = decide(
-        RetryPolicy(), e.Throttled("slow down", retry_after=7.5), interruptions=1, rng=FixedRandom(1)
+        RetryPolicy(),
+        e.Throttled("slow down", retry_after=7.5),
+        interruptions=1,
+        rng=FixedRandom(1),
     )
     assert decision.retry and decision.delay == 7.5
 
