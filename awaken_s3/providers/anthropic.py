@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from awaken_s3.providers.anthropic_format import AnthropicStreamTranslator, build_anthropic_request
+from awaken_s3.providers.api_keys import ApiKey, reveal
 from awaken_s3.providers.classify import classify_http_error, error_fields
 from awaken_s3.providers.hints import parse_retry_after
 from awaken_s3.providers.prefill import PrefillOverride, default_claude_prefill, resolve_prefill
-from awaken_s3.providers.secrets import ApiKey, reveal
 from awaken_s3.providers.stream_state import ends_with_assistant
 from awaken_s3.streaming.errors import (
     ConnectionDropped,

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
+from awaken_s3.providers.api_keys import ApiKey, reveal
 from awaken_s3.providers.classify import classify_http_error, error_fields
 from awaken_s3.providers.hints import parse_retry_after
 from awaken_s3.providers.openai_format import OpenAIStreamTranslator, build_openai_request
 from awaken_s3.providers.prefill import PrefillOverride, resolve_prefill
-from awaken_s3.providers.secrets import ApiKey, reveal
 from awaken_s3.providers.stream_state import ends_with_assistant
 from awaken_s3.streaming.errors import (
     ConnectionDropped,

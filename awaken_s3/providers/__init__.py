@@ -1,0 +1,32 @@
+"""Model-provider adapters: Bedrock ConverseStream, Anthropic Messages, OpenAI Chat Completions.
+
+Each adapter implements :class:`~awaken_s3.streaming.provider.Provider`. The
+Anthropic and OpenAI SDKs are imported only when such a provider is built, so
+the package works without the ``anthropic``/``openai`` extras.
+"""
+
+from awaken_s3.providers.anthropic import AnthropicProvider
+from awaken_s3.providers.bedrock import BedrockConverseProvider
+from awaken_s3.providers.config import (
+    ConfigError,
+    ProviderSettings,
+    build_provider,
+    load_api_key,
+)
+from awaken_s3.providers.hints import MAX_RETRY_AFTER, parse_retry_after
+from awaken_s3.providers.openai import OpenAIChatProvider
+from awaken_s3.providers.prefill import PrefillOverride, default_claude_prefill
+
+__all__ = [
+    "MAX_RETRY_AFTER",
+    "AnthropicProvider",
+    "BedrockConverseProvider",
+    "ConfigError",
+    "OpenAIChatProvider",
+    "PrefillOverride",
+    "ProviderSettings",
+    "build_provider",
+    "default_claude_prefill",
+    "load_api_key",
+    "parse_retry_after",
+]

@@ -1,0 +1,195 @@
+"""Provider selection, model id and API keys from configuration.
+
+Environment (set by the SAM template's parameters):
+
+- ``AWAKEN_PROVIDER``: ``bedrock`` (default) | ``anthropic`` | ``openai``
+- ``AWAKEN_MODEL``: the model id (Bedrock model or inference-profile id, Anthropic
+  or OpenAI model name)
+- ``AWAKEN_OPENAI_BASE_URL`` / ``AWAKEN_ANTHROPIC_BASE_URL``: another endpoint
+  (vLLM, Ollama, a proxy)
+- ``AWAKEN_API_KEY_PARAM``: name of an SSM parameter (SecureString) holding the key, or
+- ``AWAKEN_API_KEY_SECRET``: name/ARN of a Secrets Manager secret holding the key
+  (plain string, or a JSON object whose ``AWAKEN_API_KEY_SECRET_FIELD`` holds it)
+- ``AWAKEN_API_KEY_MAX_AGE``: seconds Powertools caches the key (default 300)
+- ``AWAKEN_PROVIDER_IDLE_TIMEOUT``: idle-stall timeout in seconds (default 60)
+- ``AWAKEN_PREFILL``: ``true``/``false`` to override the per-model prefill default
+
+Keys are fetched through Powertools' parameters utility (decrypted, cached for
+``max_age``), held as :class:`pydantic.SecretStr`, handed only to the SDK
+client, and never logged or written to a checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from awaken_s3.streaming.provider import Provider
+
+logger = logging.getLogger(__name__)
+
+ProviderName = Literal["bedrock", "anthropic", "openai"]
+DEFAULT_MODELS: dict[str, str] = {
+    "bedrock": "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+    "anthropic": "claude-sonnet-4-5",
+    "openai": "gpt-4.1",
+}
+
+# botocore logs whole response bodies at DEBUG from these loggers: with an SSM
+# or Secrets Manager response, that body is the key.
+_WIRE_LOGGERS = ("botocore.parsers", "botocore.endpoint", "botocore.hooks")
+
+
+class ConfigError(ValueError):
+    """The provider configuration is missing or inconsistent."""
+
+
+class ProviderSettings(BaseModel):
+    """Which provider and model to use, and where its key lives (never the key itself)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: ProviderName = "bedrock"
+    model: str
+    openai_base_url: str | None = None
+    anthropic_base_url: str | None = None
+    api_key_param: str | None = None
+    api_key_secret: str | None = None
+    api_key_secret_field: str | None = None
+    api_key_max_age: int = Field(default=300, ge=1)
+    idle_timeout: float = Field(default=60.0, gt=0)
+    prefill: bool | None = None
+    region: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ProviderSettings:
+        import os
+
+        env = os.environ if environ is None else environ
+        provider = (env.get("AWAKEN_PROVIDER") or "bedrock").strip().lower()
+        if provider not in DEFAULT_MODELS:
+            raise ConfigError(
+                f"AWAKEN_PROVIDER must be bedrock, anthropic or openai, not {provider!r}"
+            )
+        prefill_raw = (env.get("AWAKEN_PREFILL") or "").strip().lower()
+        if prefill_raw not in ("", "true", "false", "1", "0", "yes", "no"):
+            raise ConfigError(f"AWAKEN_PREFILL must be true or false, not {prefill_raw!r}")
+        values: dict[str, Any] = {
+            "provider": provider,
+            "model": env.get("AWAKEN_MODEL") or DEFAULT_MODELS[provider],
+            "openai_base_url": env.get("AWAKEN_OPENAI_BASE_URL") or None,
+            "anthropic_base_url": env.get("AWAKEN_ANTHROPIC_BASE_URL") or None,
+            "api_key_param": env.get("AWAKEN_API_KEY_PARAM") or None,
+            "api_key_secret": env.get("AWAKEN_API_KEY_SECRET") or None,
+            "api_key_secret_field": env.get("AWAKEN_API_KEY_SECRET_FIELD") or None,
+            "prefill": None if not prefill_raw else prefill_raw in ("true", "1", "yes"),
+            "region": env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
+        }
+        if env.get("AWAKEN_API_KEY_MAX_AGE"):
+            values["api_key_max_age"] = int(env["AWAKEN_API_KEY_MAX_AGE"])
+        if env.get("AWAKEN_PROVIDER_IDLE_TIMEOUT"):
+            values["idle_timeout"] = float(env["AWAKEN_PROVIDER_IDLE_TIMEOUT"])
+        settings = cls(**values)
+        if settings.api_key_param and settings.api_key_secret:
+            raise ConfigError("set AWAKEN_API_KEY_PARAM or AWAKEN_API_KEY_SECRET, not both")
+        return settings
+
+
+@contextmanager
+def _quiet_wire_logs() -> Iterator[None]:
+    saved = [(logging.getLogger(n), logging.getLogger(n).level) for n in _WIRE_LOGGERS]
+    for wire_logger, _ in saved:
+        wire_logger.setLevel(max(logging.INFO, wire_logger.getEffectiveLevel()))
+    try:
+        yield
+    finally:
+        for wire_logger, level in saved:
+            wire_logger.setLevel(level)
+
+
+def _key_from_secret(value: Any, field: str | None, name: str) -> str:
+    if isinstance(value, bytes):
+        value = value.decode("utf-8")
+    if field is not None:
+        document = json.loads(value) if isinstance(value, str) else value
+        if not isinstance(document, dict) or not isinstance(document.get(field), str):
+            raise ConfigError(f"secret {name} has no string field {field!r}")
+        return str(document[field])
+    if not isinstance(value, str):
+        raise ConfigError(f"secret {name} is not a string")
+    return value
+
+
+def load_api_key(settings: ProviderSettings, *, force_fetch: bool = False) -> SecretStr | None:
+    """The API key from SSM or Secrets Manager, cached by Powertools for ``api_key_max_age``.
+
+    ``force_fetch`` bypasses the cache (after a rotation, on an authentication failure).
+
+    ``None`` when no parameter or secret is configured (the SDK then falls back
+    to its own environment variable, e.g. ``ANTHROPIC_API_KEY``).
+    """
+    from aws_lambda_powertools.utilities import parameters
+
+    with _quiet_wire_logs():
+        if settings.api_key_param:
+            value = parameters.get_parameter(
+                settings.api_key_param,
+                decrypt=True,
+                max_age=settings.api_key_max_age,
+                force_fetch=force_fetch,
+            )
+            source = f"SSM parameter {settings.api_key_param}"
+            key = _key_from_secret(value, None, settings.api_key_param)
+        elif settings.api_key_secret:
+            value = parameters.get_secret(
+                settings.api_key_secret, max_age=settings.api_key_max_age, force_fetch=force_fetch
+            )
+            source = f"secret {settings.api_key_secret}"
+            key = _key_from_secret(value, settings.api_key_secret_field, settings.api_key_secret)
+        else:
+            return None
+    # The source is logged, the key never is.
+    logger.debug("loaded the %s API key from %s", settings.provider, source)
+    return SecretStr(key.strip())
+
+
+def build_provider(
+    settings: ProviderSettings | None = None,
+    *,
+    api_key: SecretStr | None = None,
+    session: Any | None = None,
+) -> Provider:
+    """The configured provider (``settings`` default: :meth:`ProviderSettings.from_env`)."""
+    settings = settings or ProviderSettings.from_env()
+    if settings.provider == "bedrock":
+        from awaken_s3.providers.bedrock import BedrockConverseProvider
+
+        return BedrockConverseProvider(
+            session=session,
+            region_name=settings.region,
+            idle_timeout=settings.idle_timeout,
+            prefill=settings.prefill,
+        )
+    key = api_key if api_key is not None else load_api_key(settings)
+    if settings.provider == "anthropic":
+        from awaken_s3.providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider(
+            api_key=key,
+            base_url=settings.anthropic_base_url,
+            idle_timeout=settings.idle_timeout,
+            prefill=settings.prefill,
+        )
+    from awaken_s3.providers.openai import OpenAIChatProvider
+
+    return OpenAIChatProvider(
+        api_key=key,
+        base_url=settings.openai_base_url,
+        idle_timeout=settings.idle_timeout,
+        prefill=settings.prefill,
+    )
