@@ -57,10 +57,10 @@ def _session() -> aioboto3.Session:
 
 
 @asynccontextmanager
-async def s3_client(endpoint_url: str, *, max_attempts: int | None = None) -> AsyncIterator[Any]:
+async def s3_client(endpoint_url: str, *, total_attempts: int | None = None) -> AsyncIterator[Any]:
     """An aiobotocore S3 client for a local endpoint (test-owned, closed on exit)."""
     config = AioConfig(
-        retries={"max_attempts": max_attempts} if max_attempts is not None else None,
+        retries={"total_max_attempts": total_attempts} if total_attempts is not None else None,
         connect_timeout=5,
         read_timeout=30,
     )
@@ -82,6 +82,7 @@ class Backend:
     store: StreamCheckpointStore
     plant: Callable[[str, bytes], Awaitable[None]]
     injector: FaultInjector | None = None  # S3 only: requests seen, faults to answer
+    client: Any = None  # S3 only: the test-owned aiobotocore client behind the store
 
     @property
     def is_s3(self) -> bool:
@@ -185,7 +186,7 @@ async def open_backend(
             await client.put_object(Bucket=bucket, Key=store.key_for(run_id), Body=body)
 
         try:
-            yield Backend(name, store, plant_s3, injector)
+            yield Backend(name, store, plant_s3, injector, client)
         finally:
             await store.close()
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiobotocore.awsrequest import AioAWSResponse
+from botocore.awsrequest import HTTPHeaders
 
 
 class _Body:
@@ -27,7 +28,9 @@ def error_response(url: str, status: int, code: str, message: str = "injected") 
         '<?xml version="1.0" encoding="UTF-8"?>'
         f"<Error><Code>{code}</Code><Message>{message}</Message></Error>"
     ).encode()
-    headers = {"content-type": "application/xml", "content-length": str(len(body))}
+    headers = HTTPHeaders()
+    headers["content-type"] = "application/xml"
+    headers["content-length"] = str(len(body))
     return AioAWSResponse(url, status, headers, _Body(body))
 
 
