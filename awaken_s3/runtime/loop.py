@@ -1,0 +1,420 @@
+"""The run loop: drive one run from its committed state until it ends or must pause.
+
+One :meth:`RunLoop.run` call is one worker invocation. It claims the run's lease, then
+repeats: run pending tool calls and commit their results, or run the next model turn and
+commit it, deleting the turn's checkpoint after the commit. It stops when the model ends the
+run (completed), at the step limit or on a permanent error (failed, with the classified
+error), when the API cancelled the run, or at the deadline (suspended, lease released:
+the caller enqueues a continuation). A worker that finds itself fenced stops without touching
+the run: the newer epoch owns it.
+
+Everything the loop decides from is committed state (DynamoDB); the checkpoint is only a
+hint for the unfinished turn and is never replayed once its turn is committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from awaken_s3.errors import StreamCheckpointError
+from awaken_s3.messages import Message, ToolUseBlock
+from awaken_s3.models import StoredCheckpoint
+from awaken_s3.runtime.lease import LeaseKeeper
+from awaken_s3.runtime.tools import ToolRegistry, execute_tool_call
+from awaken_s3.stores.base import StreamCheckpointStore
+from awaken_s3.streaming.outcome import (
+    ClassifiedError,
+    TurnCompleted,
+    TurnFailed,
+    TurnOutcome,
+    TurnSuspended,
+)
+from awaken_s3.streaming.provider import ModelRequest
+from awaken_s3.streaming.runner import NOT_LOADED
+from awaken_s3.threads.base import ThreadStore
+from awaken_s3.threads.errors import (
+    CommitFenced,
+    LeaseLost,
+    LeaseUnavailable,
+    ThreadMovedOn,
+    ThreadStoreError,
+    ToolCallConflict,
+)
+from awaken_s3.threads.models import RunState, RunStatus, TurnCommit
+
+log = logging.getLogger("awaken_s3.runtime")
+
+
+class TurnRunnerLike(Protocol):
+    """What the loop needs from :class:`awaken_s3.streaming.runner.TurnRunner`."""
+
+    async def run_turn(
+        self,
+        *,
+        run_id: str,
+        thread_id: str,
+        turn: int,
+        epoch: int,
+        request: ModelRequest,
+        deadline: float | None = None,
+        existing: Any = NOT_LOADED,
+    ) -> TurnOutcome: ...
+
+
+class RunEnd(StrEnum):
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    #: the deadline came first: enqueue a continuation
+    SUSPENDED = "suspended"
+    #: a newer lease epoch drives the run; this worker stopped without touching it
+    FENCED = "fenced"
+    #: another worker holds a live lease; try again after ``retry_after``
+    BUSY = "busy"
+    #: the run had already ended before this invocation
+    NOT_RUNNABLE = "not_runnable"
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    run_id: str
+    end: RunEnd
+    run: RunState | None = None
+    #: model turns this invocation committed
+    turns_committed: int = 0
+    #: tool calls this invocation resolved (run, answered from a record, or unknown outcome)
+    tool_calls: int = 0
+    error: ClassifiedError | None = None
+    detail: str = ""
+    #: for BUSY: seconds until the holder's lease expires (a dead holder's run is free then)
+    retry_after: float | None = None
+
+    @property
+    def should_continue(self) -> bool:
+        """The caller must enqueue a continuation (the run paused at the deadline)."""
+        return self.end == RunEnd.SUSPENDED
+
+
+STEP_LIMIT = "step_limit"
+THREAD_MOVED_ON = "thread_moved_on"
+UNKNOWN_TOOL = "unknown_tool"
+
+
+def pending_tool_calls(history: Sequence[Message]) -> tuple[ToolUseBlock, ...]:
+    """Tool calls of a committed assistant turn whose results are not committed yet."""
+    if not history or history[-1].role != "assistant":
+        return ()
+    return history[-1].tool_uses
+
+
+class RunLoop:
+    def __init__(
+        self,
+        store: ThreadStore,
+        runner: TurnRunnerLike,
+        checkpoints: StreamCheckpointStore,
+        tools: ToolRegistry | None = None,
+        *,
+        worker_id: str,
+        lease_seconds: float = 60.0,
+        renew_every: float | None = None,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.runner = runner
+        self.checkpoints = checkpoints
+        self.tools = tools or ToolRegistry()
+        self.worker_id = worker_id
+        self.lease_seconds = lease_seconds
+        #: 0 disables renewal (tests that want leases to expire mid-turn)
+        self.renew_every = renew_every
+        self._clock = clock
+        self._monotonic = monotonic
+
+    async def run(self, run_id: str, *, deadline: float | None = None) -> RunResult:
+        """Drive ``run_id`` until it ends, pauses at ``deadline`` (a ``time.monotonic()``
+        instant) or turns out to be someone else's."""
+        try:
+            run = await self.store.claim_run(
+                run_id, worker=self.worker_id, lease_seconds=self.lease_seconds
+            )
+        except LeaseUnavailable as exc:
+            current = await self.store.get_run(run_id)
+            if not current.status.runnable:
+                return RunResult(run_id, RunEnd.NOT_RUNNABLE, current, detail=str(exc))
+            wait = max(0.0, current.lease.lease_until - self._clock())
+            return RunResult(run_id, RunEnd.BUSY, current, detail=str(exc), retry_after=wait)
+        keeper = LeaseKeeper(
+            self.store,
+            run_id=run_id,
+            worker=self.worker_id,
+            epoch=run.lease.epoch,
+            lease_seconds=self.lease_seconds,
+            interval=self.renew_every,
+        )
+        drive = _Drive(self, run, keeper, deadline)
+        keeper.start()
+        try:
+            return await drive.run()
+        except BaseException:
+            await keeper.stop()
+            await drive.release_after_crash()
+            raise
+        finally:
+            await keeper.stop()
+
+
+class _Drive:
+    """The state of one invocation."""
+
+    def __init__(
+        self, loop: RunLoop, run: RunState, keeper: LeaseKeeper, deadline: float | None
+    ) -> None:
+        self.loop = loop
+        self.store = loop.store
+        self.run_state = run
+        self.run_id = run.run_id
+        self.epoch = run.lease.epoch
+        self.keeper = keeper
+        self.deadline = deadline
+        self.turns = 0
+        self.tool_calls = 0
+        self.ended = False
+
+    def result(self, end: RunEnd, run: RunState | None = None, **kw: Any) -> RunResult:
+        self.ended = True
+        return RunResult(
+            self.run_id,
+            end,
+            run if run is not None else self.run_state,
+            turns_committed=self.turns,
+            tool_calls=self.tool_calls,
+            **kw,
+        )
+
+    def fenced(self, detail: str) -> RunResult:
+        log.warning("run %s: fenced at epoch %d: %s", self.run_id, self.epoch, detail)
+        return self.result(RunEnd.FENCED, detail=detail)
+
+    def past_deadline(self) -> bool:
+        return self.deadline is not None and self.loop._monotonic() >= self.deadline
+
+    async def run(self) -> RunResult:
+        history = await self.store.load_messages(self.run_state.thread_id)
+        while True:
+            current = await self.store.get_run(self.run_id)
+            if current.lease.epoch != self.epoch or self.keeper.lost.is_set():
+                return self.fenced(f"the run is at epoch {current.lease.epoch}")
+            if current.status == RunStatus.CANCELLED:
+                return await self.finish(RunStatus.CANCELLED, None)
+            self.run_state = current
+            if len(history) != current.message_count:
+                history = await self.store.load_messages(current.thread_id)
+
+            pending = pending_tool_calls(history)
+            if pending:
+                outcome = await self.run_tools(pending)
+                if isinstance(outcome, RunResult):
+                    return outcome
+                history.append(outcome)
+                continue
+
+            if current.turn >= current.settings.max_turns:
+                error = ClassifiedError(
+                    STEP_LIMIT,
+                    f"the run reached its limit of {current.settings.max_turns} model turns",
+                    retryable=False,
+                )
+                return await self.finish(RunStatus.FAILED, error)
+            if self.past_deadline():
+                return await self.suspend()
+
+            try:
+                request = self.request(current, history)
+            except KeyError as exc:
+                # The run asks for a tool this worker does not have: retrying cannot help.
+                error = ClassifiedError(UNKNOWN_TOOL, str(exc.args[0]), retryable=False)
+                return await self.finish(RunStatus.FAILED, error)
+            existing = await self.load_checkpoint(current)
+            turn = await self.loop.runner.run_turn(
+                run_id=self.run_id,
+                thread_id=current.thread_id,
+                turn=current.turn,
+                epoch=self.epoch,
+                request=request,
+                deadline=self.deadline,
+                existing=existing,
+            )
+            if isinstance(turn, TurnSuspended):
+                return await self.suspend()
+            if isinstance(turn, TurnFailed):
+                if turn.error.code == "fenced":
+                    return self.fenced(turn.error.message)
+                return await self.finish(RunStatus.FAILED, turn.error)
+            committed = await self.commit_model_turn(current, turn)
+            if isinstance(committed, RunResult):
+                return committed
+            history.append(turn.message)
+
+    def request(self, run: RunState, history: Sequence[Message]) -> ModelRequest:
+        settings = run.settings
+        return ModelRequest(
+            model=settings.model,
+            messages=tuple(history),
+            system=settings.system,
+            tools=self.loop.tools.specs(settings.tools) if settings.tools else (),
+            max_tokens=settings.max_tokens,
+            temperature=settings.temperature,
+        )
+
+    # -- checkpoints
+
+    async def load_checkpoint(self, run: RunState) -> StoredCheckpoint | Any | None:
+        try:
+            stored = await self.loop.checkpoints.get(self.run_id)
+        except StreamCheckpointError as exc:
+            # The runner copes with a missing or corrupt checkpoint itself; let it load.
+            log.warning("run %s: checkpoint load failed: %s", self.run_id, exc)
+            return NOT_LOADED
+        if stored is not None and stored.checkpoint.turn < run.turn:
+            # Its turn is committed: the checkpoint is stale and is never replayed.
+            log.info(
+                "run %s: deleting a stale checkpoint of turn %d (run is at turn %d)",
+                self.run_id,
+                stored.checkpoint.turn,
+                run.turn,
+            )
+            await self.delete_checkpoint(stored.version)
+            return None
+        return stored
+
+    async def delete_checkpoint(self, version: str | None) -> None:
+        try:
+            await self.loop.checkpoints.delete(self.run_id, expected_version=version)
+        except StreamCheckpointError as exc:
+            # The commit is the authority; a leftover checkpoint is stale and cleaned later.
+            log.warning("run %s: checkpoint delete failed: %s", self.run_id, exc)
+
+    # -- commits
+
+    async def commit(self, commit: TurnCommit) -> RunState | RunResult:
+        final = commit.final_status is not None
+        if final:
+            await self.keeper.stop()  # the commit releases the lease itself
+        try:
+            result = await self.store.commit_turn(commit)
+        except CommitFenced as exc:
+            return self.fenced(str(exc))
+        except ThreadMovedOn as exc:
+            current = await self.store.get_run(self.run_id)
+            if current.lease.epoch != self.epoch:
+                return self.fenced(str(exc))
+            if current.status == RunStatus.CANCELLED:
+                return await self.finish(RunStatus.CANCELLED, None)
+            error = ClassifiedError(THREAD_MOVED_ON, str(exc), retryable=False)
+            return await self.finish(RunStatus.FAILED, error)
+        if result.duplicate:
+            log.info("run %s: commit %s had already landed", self.run_id, commit.commit_id)
+        self.run_state = result.run
+        return result.run
+
+    async def commit_model_turn(self, run: RunState, turn: TurnCompleted) -> RunState | RunResult:
+        final = not turn.message.tool_uses
+        for dropped in turn.dropped_tool_calls:
+            log.warning(
+                "run %s turn %d: dropped incomplete tool call %s (%s): %s",
+                self.run_id,
+                run.turn,
+                dropped.id,
+                dropped.name,
+                dropped.reason,
+            )
+        committed = await self.commit(
+            TurnCommit(
+                base=run,
+                messages=(turn.message,),
+                usage=turn.usage,
+                stop_reason=turn.stop_reason,
+                final_status=RunStatus.COMPLETED if final else None,
+            )
+        )
+        if isinstance(committed, RunResult):
+            return committed
+        self.turns += 1
+        # After the commit, never before: a crash in between leaves a stale checkpoint that
+        # the next invocation deletes without replaying.
+        await self.delete_checkpoint(turn.checkpoint_version)
+        if final:
+            return self.result(RunEnd.COMPLETED, committed)
+        return committed
+
+    async def run_tools(self, calls: Sequence[ToolUseBlock]) -> Message | RunResult:
+        results = []
+        for call in calls:
+            if self.past_deadline():
+                # Finished calls are recorded; the next invocation answers them from records.
+                return await self.suspend()
+            try:
+                block = await execute_tool_call(
+                    self.store, self.loop.tools, run_id=self.run_id, epoch=self.epoch, call=call
+                )
+            except (LeaseLost, ToolCallConflict) as exc:
+                return self.fenced(str(exc))
+            self.tool_calls += 1
+            results.append(block)
+        message = Message(role="user", content=tuple(results))
+        committed = await self.commit(
+            TurnCommit(base=self.run_state, messages=(message,), advance_turn=False)
+        )
+        if isinstance(committed, RunResult):
+            return committed
+        return message
+
+    # -- endings
+
+    async def finish(self, status: RunStatus, error: ClassifiedError | None) -> RunResult:
+        await self.keeper.stop()
+        try:
+            run = await self.store.finish_run(
+                self.run_id,
+                worker=self.loop.worker_id,
+                epoch=self.epoch,
+                status=status,
+                error=error,
+            )
+        except LeaseLost as exc:
+            return self.fenced(str(exc))
+        if run.status == RunStatus.CANCELLED:
+            return self.result(RunEnd.CANCELLED, run)
+        end = RunEnd.COMPLETED if run.status == RunStatus.COMPLETED else RunEnd.FAILED
+        return self.result(end, run, error=run.error)
+
+    async def suspend(self) -> RunResult:
+        await self.keeper.stop()
+        try:
+            run = await self.store.release_lease(
+                self.run_id, worker=self.loop.worker_id, epoch=self.epoch
+            )
+        except LeaseLost as exc:
+            return self.fenced(str(exc))
+        if run.status == RunStatus.CANCELLED:
+            return self.result(RunEnd.CANCELLED, run)
+        log.info("run %s: suspended at the deadline after %d turns", self.run_id, self.turns)
+        return self.result(RunEnd.SUSPENDED, run)
+
+    async def release_after_crash(self) -> None:
+        """An unexpected error: let the next invocation take over at once (best effort)."""
+        if self.ended:
+            return
+        try:
+            await self.store.release_lease(
+                self.run_id, worker=self.loop.worker_id, epoch=self.epoch
+            )
+        except (ThreadStoreError, LeaseLost) as exc:
+            log.warning("run %s: could not release the lease: %s", self.run_id, exc)

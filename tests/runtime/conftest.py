@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from awaken_s3.local.moto import MotoServer
+from awaken_s3.runtime.loop import RunLoop
+from awaken_s3.runtime.tools import ToolRegistry
+from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
+from awaken_s3.streaming.coalescer import CheckpointPolicy
+from awaken_s3.streaming.provider import Provider
+from awaken_s3.streaming.retry import RetryPolicy
+from awaken_s3.streaming.runner import TurnRunner
+from awaken_s3.threads import InMemoryThreadStore, RunSettings
+from awaken_s3.threads.base import ThreadStore
+from tests.threads.backends import FakeClock
+
+SETTINGS = RunSettings(model="scripted-1", system="be brief", tools=("add",), max_turns=10)
+LEASE = 30.0
+#: checkpoint at every delta, so a crash anywhere leaves the partial behind
+EAGER = CheckpointPolicy(min_interval=0.0, min_bytes=1)
+FAST_RETRY = RetryPolicy(base_delay=0.0, max_delay=0.0, max_interruptions=5)
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[MotoServer]:
+    with MotoServer.start() as server:
+        yield server
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def threads(clock: FakeClock) -> InMemoryThreadStore:
+    return InMemoryThreadStore(clock=clock)
+
+
+@pytest.fixture
+def checkpoints() -> InMemoryStreamCheckpointStore:
+    return InMemoryStreamCheckpointStore()
+
+
+LoopFactory = Callable[..., RunLoop]
+
+
+def build_loop(
+    store: ThreadStore,
+    checkpoints: Any,
+    provider: Provider,
+    tools: ToolRegistry,
+    *,
+    worker: str,
+    clock: Callable[[], float],
+    lease_seconds: float = LEASE,
+    renew_every: float | None = None,
+    policy: CheckpointPolicy = EAGER,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> RunLoop:
+    runner = TurnRunner(
+        provider,
+        checkpoints,
+        writer_id=worker,
+        retry_policy=FAST_RETRY,
+        checkpoint_policy=policy,
+        clock=monotonic,
+    )
+    return RunLoop(
+        store,
+        runner,
+        checkpoints,
+        tools,
+        worker_id=worker,
+        lease_seconds=lease_seconds,
+        renew_every=renew_every,
+        clock=clock,
+        monotonic=monotonic,
+    )
+
+
+@pytest.fixture
+def make_loop(
+    threads: InMemoryThreadStore, checkpoints: InMemoryStreamCheckpointStore, clock: FakeClock
+) -> LoopFactory:
+    def make(provider: Provider, tools: ToolRegistry, *, worker: str = "w1", **kw: Any) -> RunLoop:
+        return build_loop(threads, checkpoints, provider, tools, worker=worker, clock=clock, **kw)
+
+    return make

@@ -1,0 +1,284 @@
+"""The run loop over the real TurnRunner, in memory: lifecycle, tools, checkpoints, endings."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from awaken_s3.messages import Message, ToolResultBlock
+from awaken_s3.models import PartialToolCall, StreamCheckpoint
+from awaken_s3.runtime.loop import STEP_LIMIT, RunEnd
+from awaken_s3.runtime.tools import Tool, ToolRegistry
+from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
+from awaken_s3.streaming.errors import ContextOverflow
+from awaken_s3.streaming.outcome import Usage
+from awaken_s3.streaming.scripted import Fail, ScriptedProvider, text_turn
+from awaken_s3.threads import InMemoryThreadStore, RunStatus
+from tests.runtime.conftest import LEASE, SETTINGS, LoopFactory
+from tests.runtime.scripts import (
+    ADD_SCHEMA,
+    Effects,
+    TurnAwareProvider,
+    TurnSpec,
+    adding_registry,
+    expected_thread,
+    tool_turns,
+)
+from tests.threads.backends import FakeClock
+
+PROMPT = "add things up"
+
+
+async def start(threads: InMemoryThreadStore, run_id: str = "r1", **settings: Any) -> None:
+    await threads.create_thread("t1", owner="alice")
+    await threads.create_run(
+        run_id,
+        thread_id="t1",
+        owner="alice",
+        settings=dataclasses.replace(SETTINGS, **settings),
+        messages=[Message.user(PROMPT)],
+    )
+
+
+async def test_text_run_completes_and_leaves_no_checkpoint(
+    threads: InMemoryThreadStore, checkpoints: InMemoryStreamCheckpointStore, make_loop: LoopFactory
+) -> None:
+    await start(threads)
+    provider = ScriptedProvider([text_turn("Hello there, friend.")])
+    result = await make_loop(provider, adding_registry(Effects())).run("r1")
+    assert result.end == RunEnd.COMPLETED and not result.should_continue
+    assert result.turns_committed == 1
+    assert await threads.load_messages("t1") == [
+        Message.user(PROMPT),
+        Message.assistant("Hello there, friend."),
+    ]
+    run = await threads.get_run("r1")
+    assert (run.status, run.turn, run.usage, run.lease.owner) == (
+        RunStatus.COMPLETED,
+        1,
+        Usage(10, 20),
+        None,
+    )
+    assert await checkpoints.get("r1") is None
+    sent = provider.requests[0]
+    assert (sent.model, sent.system, [t.name for t in sent.tools]) == (
+        "scripted-1",
+        "be brief",
+        ["add"],
+    )
+
+
+async def test_tool_turns_run_each_tool_once_and_feed_results_back(
+    threads: InMemoryThreadStore, make_loop: LoopFactory
+) -> None:
+    await start(threads)
+    effects = Effects()
+    turns = tool_turns(3)
+    provider = TurnAwareProvider(turns)
+    result = await make_loop(provider, adding_registry(effects)).run("r1")
+    assert result.end == RunEnd.COMPLETED
+    assert (result.turns_committed, result.tool_calls) == (4, 3)
+    assert effects.all() == ["add:0", "add:1", "add:2"]
+    assert await threads.load_messages("t1") == expected_thread(PROMPT, turns, ["1", "2", "3"])
+    # The model saw each result before its next turn.
+    assert provider.requests[1].messages[-1].content[0] == ToolResultBlock(
+        tool_use_id="call-0", content="1"
+    )
+
+
+async def test_tool_failures_become_error_results(
+    threads: InMemoryThreadStore, make_loop: LoopFactory
+) -> None:
+    await start(threads)
+    ran: list[str] = []
+
+    async def explode(a: int, b: int) -> str:
+        ran.append("explode")
+        raise RuntimeError("disk on fire")
+
+    registry = ToolRegistry([Tool("add", "", ADD_SCHEMA, explode)])
+    turns = [
+        TurnSpec("bad input", (("c1", "add", {"a": "one", "b": 2}),)),
+        TurnSpec("unknown", (("c2", "nope", {}),)),
+        TurnSpec("raises", (("c3", "add", {"a": 1, "b": 2}),)),
+        TurnSpec("ok then"),
+    ]
+    result = await make_loop(TurnAwareProvider(turns), registry).run("r1")
+    assert result.end == RunEnd.COMPLETED
+    assert ran == ["explode"]  # the schema violation and the unknown tool never ran
+    messages = await threads.load_messages("t1")
+    results = [m.content[0] for m in messages if m.role == "user"][1:]
+    assert all(isinstance(r, ToolResultBlock) and r.is_error for r in results)
+    assert "a: 'one' is not of type 'integer'" in results[0].content  # type: ignore[union-attr]
+    assert "unknown tool 'nope'" in results[1].content  # type: ignore[union-attr]
+    assert "RuntimeError: disk on fire" in results[2].content  # type: ignore[union-attr]
+
+
+async def test_stale_checkpoint_is_deleted_not_replayed(
+    threads: InMemoryThreadStore,
+    checkpoints: InMemoryStreamCheckpointStore,
+    make_loop: LoopFactory,
+) -> None:
+    await start(threads)
+    turns = tool_turns(1)
+    # A worker committed turn 0 (and ran its tool) but died before deleting its checkpoint.
+    run = await threads.claim_run("r1", worker="dead", lease_seconds=LEASE)
+    from awaken_s3.threads import TurnCommit
+
+    expected = expected_thread(PROMPT, turns, ["1"])
+    run = (await threads.commit_turn(TurnCommit(base=run, messages=(expected[1],)))).run
+    await threads.release_lease("r1", worker="dead", epoch=run.lease.epoch)
+    stale = StreamCheckpoint(
+        run_id="r1",
+        thread_id="t1",
+        model="scripted-1",
+        turn=0,
+        partial_text="Step 0: adding",
+        tool_calls=(
+            PartialToolCall(
+                index=0, id="call-0", name="add", arguments='{"a": 0, "b": 1}', closed=True
+            ),
+        ),
+        epoch=run.lease.epoch,
+        writer="dead",
+    )
+    await checkpoints.put(stale, expected_version=None)
+    effects = Effects()
+    provider = TurnAwareProvider(turns)
+    result = await make_loop(provider, adding_registry(effects)).run("r1")
+    assert result.end == RunEnd.COMPLETED
+    assert await threads.load_messages("t1") == expected
+    assert effects.all() == ["add:0"]
+    # Only the final turn was asked of the model, from committed history, with no prefix.
+    assert len(provider.requests) == 1
+    assert provider.requests[0].messages[-1].role == "user"
+    assert await checkpoints.get("r1") is None
+
+
+async def test_interrupted_turn_resumes_from_its_checkpoint(
+    threads: InMemoryThreadStore,
+    checkpoints: InMemoryStreamCheckpointStore,
+    make_loop: LoopFactory,
+) -> None:
+    await start(threads)
+    saved = StreamCheckpoint(
+        run_id="r1", thread_id="t1", model="scripted-1", turn=0, partial_text="All done", epoch=0
+    )
+    await checkpoints.put(saved, expected_version=None)
+    provider = TurnAwareProvider([TurnSpec("All done, thank you.")])
+    result = await make_loop(provider, adding_registry(Effects())).run("r1")
+    assert result.end == RunEnd.COMPLETED
+    messages = await threads.load_messages("t1")
+    assert messages[-1] == Message.assistant("All done, thank you.")  # prefix + continuation
+    assert provider.requests[0].messages[-1] == Message.assistant("All done")
+    assert await checkpoints.get("r1") is None
+
+
+async def test_deadline_suspends_and_the_next_invocation_continues(
+    threads: InMemoryThreadStore, make_loop: LoopFactory
+) -> None:
+    await start(threads)
+    effects = Effects()
+    turns = tool_turns(2)
+    mono = FakeClock(1000.0)
+
+    async def pause(turn: int, index: int) -> None:
+        if turn == 1 and index == 2:
+            mono.advance(60)  # the Lambda deadline passes in the middle of turn 1
+
+    loop = make_loop(
+        TurnAwareProvider(turns, pause=pause), adding_registry(effects), monotonic=mono
+    )
+    first = await loop.run("r1", deadline=mono.now + 30)
+    assert first.end == RunEnd.SUSPENDED and first.should_continue
+    assert first.turns_committed == 1
+    run = await threads.get_run("r1")
+    assert (run.status, run.lease.owner, run.turn) == (RunStatus.SUSPENDED, None, 1)
+    # The next invocation claims at once (no lease to wait out) and finishes the run.
+    second = await make_loop(TurnAwareProvider(turns), adding_registry(effects), worker="w2").run(
+        "r1"
+    )
+    assert second.end == RunEnd.COMPLETED
+    assert await threads.load_messages("t1") == expected_thread(PROMPT, turns, ["1", "2"])
+    assert effects.all() == ["add:0", "add:1"]
+
+
+async def test_permanent_error_fails_the_run_with_its_classification(
+    threads: InMemoryThreadStore, make_loop: LoopFactory
+) -> None:
+    await start(threads)
+    provider = ScriptedProvider([[Fail(ContextOverflow("prompt is too long", status=400))]])
+    result = await make_loop(provider, adding_registry(Effects())).run("r1")
+    assert result.end == RunEnd.FAILED
+    run = await threads.get_run("r1")
+    assert run.status == RunStatus.FAILED and run.lease.owner is None
+    assert run.error is not None and run.error.code == "context_overflow"
+    assert not run.error.retryable
+    assert provider.calls == 1  # never retried
+    assert await threads.load_messages("t1") == [Message.user(PROMPT)]
+
+
+async def test_step_limit_fails_the_run(
+    threads: InMemoryThreadStore, make_loop: LoopFactory
+) -> None:
+    await start(threads, max_turns=2)
+    effects = Effects()
+    result = await make_loop(TurnAwareProvider(tool_turns(5)), adding_registry(effects)).run("r1")
+    assert result.end == RunEnd.FAILED
+    run = await threads.get_run("r1")
+    assert run.error is not None and run.error.code == STEP_LIMIT
+    assert run.turn == 2 and effects.all() == ["add:0", "add:1"]
+    # The results of the last tool turn are committed: the thread stays well-formed.
+    assert (await threads.load_messages("t1"))[-1].role == "user"
+
+
+async def test_cancel_during_a_turn_discards_it(
+    threads: InMemoryThreadStore, make_loop: LoopFactory
+) -> None:
+    await start(threads)
+    cancelled: list[RunStatus] = []
+
+    async def pause(turn: int, index: int) -> None:
+        if turn == 1 and index == 1:
+            cancelled.append((await threads.cancel_run("r1")).status)
+
+    effects = Effects()
+    result = await make_loop(
+        TurnAwareProvider(tool_turns(3), pause=pause), adding_registry(effects)
+    ).run("r1")
+    assert cancelled == [RunStatus.CANCELLED]
+    assert result.end == RunEnd.CANCELLED
+    run = await threads.get_run("r1")
+    assert (run.status, run.turn, run.lease.owner) == (RunStatus.CANCELLED, 1, None)
+    assert effects.all() == ["add:0"]
+    assert len(await threads.load_messages("t1")) == 3  # prompt, turn 0, its results
+
+
+async def test_a_held_run_is_busy_and_an_ended_run_is_not_runnable(
+    threads: InMemoryThreadStore, make_loop: LoopFactory, clock: FakeClock
+) -> None:
+    await start(threads)
+    await threads.claim_run("r1", worker="other", lease_seconds=LEASE)
+    clock.advance(10)
+    provider = TurnAwareProvider([TurnSpec("hi")])
+    tools = adding_registry(Effects())
+    busy = await make_loop(provider, tools).run("r1")
+    assert busy.end == RunEnd.BUSY and busy.retry_after == pytest.approx(LEASE - 10)
+    assert provider.requests == []
+    clock.advance(LEASE)
+    assert (await make_loop(provider, tools).run("r1")).end == RunEnd.COMPLETED
+    again = await make_loop(provider, tools).run("r1")
+    assert again.end == RunEnd.NOT_RUNNABLE and len(provider.requests) == 1
+
+
+async def test_a_run_asking_for_a_missing_tool_fails_clearly(
+    threads: InMemoryThreadStore, make_loop: LoopFactory
+) -> None:
+    await start(threads)
+    provider = TurnAwareProvider([TurnSpec("hi")])
+    result = await make_loop(provider, ToolRegistry()).run("r1")
+    assert result.end == RunEnd.FAILED
+    assert result.error is not None and result.error.code == "unknown_tool"
+    assert provider.requests == []
