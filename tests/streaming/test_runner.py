@@ -621,3 +621,26 @@ async def test_no_checkpointing_policy_reads_and_writes_nothing(
     runner = make_runner(provider, store, clock, sleep, checkpoint=CheckpointPolicy(enabled=False))
     outcome = completed(await run(runner))
     assert outcome.message.text == "Plain." and store.gets == 0 and len(store.history) == 1
+
+
+# -- the stream never waits for the checkpoint store -----------------------------------
+
+
+async def test_the_stream_is_consumed_while_a_put_hangs(
+    clock: FakeClock, sleep: RecordingSleep
+) -> None:
+    from .test_coalescer import GatedStore
+
+    store = GatedStore()
+    events = [*text_deltas("x" * 400, chunk=1), *finish()]
+    provider = ScriptedProvider([events])
+    task = asyncio.create_task(run(make_runner(provider, store, clock, sleep)))
+    # Every event is folded while the first put is still stuck in the store.
+    await eventually(lambda: provider.events_sent == len(events))
+    assert store.in_flight == 1 and store.history == []
+    assert not task.done()  # completion waits for the put in flight, for its version
+    store.gate.set()
+    outcome = completed(await task)
+    assert outcome.message.text == "x" * 400
+    assert store.max_in_flight == 1
+    assert outcome.checkpoint_version == (await store.get(RUN_ID)).version  # type: ignore[union-attr]
