@@ -76,15 +76,16 @@ _TRANSIENT_ERRORS: Final = frozenset(
 
 
 def dynamodb_client_config(
-    *, max_attempts: int = 8, mode: Literal["standard", "adaptive"] = "standard"
+    *, total_max_attempts: int = 8, mode: Literal["standard", "adaptive"] = "standard"
 ) -> Config:
     """Client config for the thread table: botocore's standard (or adaptive) retry mode.
 
     Standard mode retries throttling (ProvisionedThroughputExceeded, ThrottlingException),
-    5xx and connection errors with jittered backoff. A transaction cancelled for
-    TransactionConflict is not retried by botocore; the store retries it itself.
+    5xx and connection errors with jittered backoff, up to ``total_max_attempts`` attempts in
+    all (botocore's ``max_attempts`` key would count retries only). A transaction cancelled
+    for TransactionConflict is not retried by botocore; the store retries it itself.
     """
-    return Config(retries={"mode": mode, "max_attempts": max_attempts})
+    return Config(retries={"mode": mode, "total_max_attempts": total_max_attempts})
 
 
 async def create_table(client: Any, table_name: str) -> None:

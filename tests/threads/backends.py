@@ -60,7 +60,7 @@ async def aws_clients(
         session.client(
             "dynamodb",
             endpoint_url=endpoint_url,
-            config=config or dynamodb_client_config(max_attempts=3),
+            config=config or dynamodb_client_config(total_max_attempts=3),
         ) as db,
         session.client("s3", endpoint_url=endpoint_url) as s3,
     ):

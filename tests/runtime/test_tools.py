@@ -1,0 +1,177 @@
+"""Tool registry (validation, sync/async, failures) and at-most-once execution records."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from awaken_s3.messages import Message, ToolUseBlock
+from awaken_s3.runtime.tools import OUTCOME_UNKNOWN, Tool, ToolRegistry, execute_tool_call
+from awaken_s3.threads import (
+    InMemoryThreadStore,
+    LeaseLost,
+    RunSettings,
+    ToolCallConflict,
+    ToolCallStatus,
+)
+from tests.runtime.scripts import ADD_SCHEMA
+from tests.threads.backends import FakeClock
+
+CALL = ToolUseBlock(id="c1", name="add", input={"a": 2, "b": 3})
+
+
+def counting_registry(counter: list[int], *, idempotent: bool = False) -> ToolRegistry:
+    def add(a: int, b: int) -> int:
+        counter.append(a + b)
+        return a + b
+
+    return ToolRegistry([Tool("add", "Add.", ADD_SCHEMA, add, idempotent=idempotent)])
+
+
+async def test_sync_tools_run_off_the_event_loop_and_async_tools_are_awaited() -> None:
+    seen: list[str] = []
+    loop_thread = threading.get_ident()
+    registry = ToolRegistry()
+
+    @registry.tool(input_schema={"type": "object"}, description="sync")
+    def where() -> str:
+        seen.append("off-loop" if threading.get_ident() != loop_thread else "on-loop")
+        return "ok"
+
+    @registry.tool(input_schema={"type": "object"})
+    async def later() -> dict[str, int]:
+        """Async tool."""
+        await asyncio.sleep(0)
+        return {"n": 1}
+
+    assert (await registry.invoke(ToolUseBlock(id="1", name="where", input={}))).content == "ok"
+    out = await registry.invoke(ToolUseBlock(id="2", name="later", input={}))
+    assert (out.content, out.is_error) == ('{"n": 1}', False)
+    assert seen == ["off-loop"]
+    assert [s.description for s in registry.specs()] == ["sync", "Async tool."]
+
+
+async def test_invalid_input_unknown_tool_and_exceptions_are_error_results() -> None:
+    counter: list[int] = []
+    registry = counting_registry(counter)
+    bad = await registry.invoke(ToolUseBlock(id="1", name="add", input={"a": 1, "c": 2}))
+    assert bad.is_error and "'b' is a required property" in bad.content
+    assert "Additional properties are not allowed" in bad.content
+    unknown = await registry.invoke(ToolUseBlock(id="2", name="mul", input={}))
+    assert unknown.is_error and "unknown tool 'mul'" in unknown.content
+    assert counter == []
+
+    def boom(a: int, b: int) -> int:
+        raise ValueError("no")
+
+    registry.add(Tool("boom", "", ADD_SCHEMA, boom))
+    out = await registry.invoke(ToolUseBlock(id="3", name="boom", input={"a": 1, "b": 2}))
+    assert out.is_error and out.content == "tool 'boom' failed: ValueError: no"
+
+
+async def test_slow_tool_times_out_and_long_output_is_cut() -> None:
+    async def slow() -> str:
+        await asyncio.Event().wait()
+        return "never"
+
+    registry = ToolRegistry([Tool("slow", "", {"type": "object"}, slow, timeout=0.01)])
+    registry.max_result_chars = 10
+    registry.add(Tool("long", "", {"type": "object"}, lambda: "x" * 25))
+    timed = await registry.invoke(ToolUseBlock(id="1", name="slow", input={}))
+    assert timed.is_error and "timed out" in timed.content
+    cut = await registry.invoke(ToolUseBlock(id="2", name="long", input={}))
+    assert cut.content == "x" * 10 + "\n[... 15 more characters cut]"
+
+
+def test_registry_refuses_bad_schemas_and_duplicates() -> None:
+    with pytest.raises(ValueError, match="invalid input schema"):
+        Tool("t", "", {"type": "no-such-type"}, lambda: None)
+    registry = counting_registry([])
+    with pytest.raises(ValueError, match="already registered"):
+        registry.add(Tool("add", "", ADD_SCHEMA, lambda a, b: a))
+    with pytest.raises(KeyError):
+        registry.specs(["add", "mul"])
+
+
+@pytest.fixture
+async def leased() -> tuple[InMemoryThreadStore, FakeClock, int]:
+    clock = FakeClock()
+    store = InMemoryThreadStore(clock=clock)
+    await store.create_thread("t1", owner="o")
+    await store.create_run(
+        "r1",
+        thread_id="t1",
+        owner="o",
+        settings=RunSettings(model="m"),
+        messages=[Message.user("x")],
+    )
+    run = await store.claim_run("r1", worker="w1", lease_seconds=10)
+    return store, clock, run.lease.epoch
+
+
+async def test_a_call_runs_once_and_its_record_answers_repeats(
+    leased: tuple[InMemoryThreadStore, FakeClock, int],
+) -> None:
+    store, _, epoch = leased
+    counter: list[int] = []
+    registry = counting_registry(counter)
+    first = await execute_tool_call(store, registry, run_id="r1", epoch=epoch, call=CALL)
+    again = await execute_tool_call(store, registry, run_id="r1", epoch=epoch, call=CALL)
+    assert first == again and first.content == "5" and not first.is_error
+    assert counter == [5]
+    record = await store.get_tool_call("r1", "c1")
+    assert record is not None and record.status == ToolCallStatus.FINISHED
+
+
+async def _orphan_claim(store: InMemoryThreadStore, clock: FakeClock, epoch: int) -> int:
+    """A worker claimed c1 and died before recording a result; a new worker takes over."""
+    await store.claim_tool_call("r1", "c1", name="add", epoch=epoch)
+    clock.advance(11)
+    return (await store.claim_run("r1", worker="w2", lease_seconds=10)).lease.epoch
+
+
+async def test_claimed_without_result_is_unknown_for_non_idempotent_tools(
+    leased: tuple[InMemoryThreadStore, FakeClock, int],
+) -> None:
+    store, clock, epoch = leased
+    new_epoch = await _orphan_claim(store, clock, epoch)
+    counter: list[int] = []
+    result = await execute_tool_call(
+        store, counting_registry(counter), run_id="r1", epoch=new_epoch, call=CALL
+    )
+    assert (result.content, result.is_error) == (OUTCOME_UNKNOWN, True)
+    assert counter == []
+    record = await store.get_tool_call("r1", "c1")
+    assert record is not None and record.status == ToolCallStatus.FINISHED and record.attempts == 2
+
+
+async def test_claimed_without_result_is_rerun_for_idempotent_tools(
+    leased: tuple[InMemoryThreadStore, FakeClock, int],
+) -> None:
+    store, clock, epoch = leased
+    new_epoch = await _orphan_claim(store, clock, epoch)
+    counter: list[int] = []
+    registry = counting_registry(counter, idempotent=True)
+    result = await execute_tool_call(store, registry, run_id="r1", epoch=new_epoch, call=CALL)
+    assert (result.content, result.is_error) == ("5", False)
+    assert counter == [5]
+
+
+async def test_a_fenced_worker_runs_nothing_and_cannot_record(
+    leased: tuple[InMemoryThreadStore, FakeClock, int],
+) -> None:
+    store, clock, epoch = leased
+    counter: list[int] = []
+    registry = counting_registry(counter)
+    new_epoch = await _orphan_claim(store, clock, epoch)
+    with pytest.raises(LeaseLost):
+        await execute_tool_call(
+            store, registry, run_id="r1", epoch=epoch, call=CALL.model_copy(update={"id": "c2"})
+        )
+    assert counter == []
+    # The old claimer, finishing late after a takeover, cannot overwrite the new record.
+    await store.reclaim_tool_call("r1", "c1", epoch=new_epoch, previous_epoch=epoch)
+    with pytest.raises(ToolCallConflict):
+        await store.finish_tool_call("r1", "c1", epoch=epoch, content="late", is_error=False)

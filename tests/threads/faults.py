@@ -1,0 +1,73 @@
+"""Fault injection at the botocore layer: a ``before-send`` hook on one client.
+
+A handler that returns a response short-circuits the HTTP send (the request never reaches
+the server); ``lost_response`` sends the request for real and then raises a read timeout,
+so the write lands on the server but the client sees a transport failure. botocore's retry
+handler sees exactly what it would see from the network.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiobotocore.awsrequest import AioAWSResponse
+from botocore.exceptions import ReadTimeoutError
+
+_PREFIX = "com.amazonaws.dynamodb.v20120810#"
+
+
+class _Body:
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    async def read(self, *args: Any) -> bytes:
+        return self._body
+
+
+def dynamo_error(url: str, status: int, error_type: str, **extra: Any) -> AioAWSResponse:
+    body = json.dumps({"__type": _PREFIX + error_type, "message": "injected", **extra}).encode()
+    headers = {"content-type": "application/x-amz-json-1.0", "x-amzn-requestid": "injected"}
+    return AioAWSResponse(url, status, headers, _Body(body))
+
+
+class FaultInjector:
+    """Fails the next calls of ``operation`` on ``client`` with ``faults``, in order.
+
+    Faults: ``"throttle"`` (400 ProvisionedThroughputExceededException), ``"throttling"``
+    (400 ThrottlingException), ``"500"`` (InternalServerError), ``"conflict"`` (the
+    transaction cancelled with TransactionConflict on every item), ``"lost_response"``
+    (the write reaches the server, the response is lost).
+    """
+
+    def __init__(self, client: Any, operation: str, faults: list[str]) -> None:
+        self.client = client
+        self.faults = list(faults)
+        self.calls = 0
+        self.reached_server = 0
+        client.meta.events.register(f"before-send.dynamodb.{operation}", self._handle)
+
+    async def _handle(self, request: Any, **kwargs: Any) -> AioAWSResponse | None:
+        self.calls += 1
+        if not self.faults:
+            self.reached_server += 1
+            return None
+        fault = self.faults.pop(0)
+        if fault == "throttle":
+            return dynamo_error(request.url, 400, "ProvisionedThroughputExceededException")
+        if fault == "throttling":
+            return dynamo_error(request.url, 400, "ThrottlingException")
+        if fault == "500":
+            return dynamo_error(request.url, 500, "InternalServerError")
+        if fault == "conflict":
+            items = json.loads(request.body)["TransactItems"]
+            reasons = [{"Code": "TransactionConflict", "Message": "injected"} for _ in items]
+            return dynamo_error(
+                request.url, 400, "TransactionCanceledException", CancellationReasons=reasons
+            )
+        if fault == "lost_response":
+            self.reached_server += 1
+            response = await self.client._endpoint.http_session.send(request)
+            await response.content
+            raise ReadTimeoutError(endpoint_url=request.url)
+        raise AssertionError(f"unknown fault {fault}")
