@@ -69,6 +69,10 @@ class ScriptedProvider:
     name: str = "scripted"
     #: seconds between events, for benchmarks (0: yield to the loop only)
     delay: float = 0.0
+    #: pace events on a fixed schedule from the stream's start (event i is due at
+    #: i * delay), like a model that keeps generating while the consumer is busy:
+    #: a slow consumer then finds events waiting instead of slowing the producer
+    paced: bool = False
     requests: list[ModelRequest] = field(default_factory=list)
     #: events handed out so far, over all calls
     events_sent: int = 0
@@ -88,6 +92,9 @@ class ScriptedProvider:
         return self._replay(script)
 
     async def _replay(self, script: Sequence[ScriptStep]) -> AsyncIterator[StreamEvent]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        sent = 0
         for step in script:
             if isinstance(step, Hook):
                 step.action()
@@ -99,10 +106,11 @@ class ScriptedProvider:
             if isinstance(step, Stall):
                 await asyncio.Event().wait()
                 continue
-            if self.delay > 0:
-                await asyncio.sleep(self.delay)
+            if self.paced:
+                await asyncio.sleep(max(0.0, started + sent * self.delay - loop.time()))
             else:
-                await asyncio.sleep(0)
+                await asyncio.sleep(self.delay)
+            sent += 1
             self.events_sent += 1
             yield step
 
