@@ -91,6 +91,7 @@ class AnthropicProvider:
         prefill: PrefillOverride = None,
     ) -> None:
         self._prefill = prefill
+        self._owns_client = client is None
         if client is None:
             anthropic = _import_sdk()
             client = anthropic.AsyncAnthropic(
@@ -106,6 +107,11 @@ class AnthropicProvider:
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(base_url={str(self._client.base_url)!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this provider built (a caller's client stays open)."""
+        if self._owns_client:
+            await self._client.close()
 
     def capabilities(self, model: str) -> ProviderCapabilities:
         return ProviderCapabilities(

@@ -128,6 +128,9 @@ class BedrockConverseProvider:
     def __repr__(self) -> str:
         return f"BedrockConverseProvider(region_name={self._region_name!r})"
 
+    async def aclose(self) -> None:
+        """Nothing to close: clients opened here live for one stream; a caller's stays open."""
+
     def capabilities(self, model: str) -> ProviderCapabilities:
         return ProviderCapabilities(
             assistant_prefill=resolve_prefill(model, self._prefill, default_claude_prefill)

@@ -111,6 +111,7 @@ class OpenAIChatProvider:
         if max_tokens_param is None:
             max_tokens_param = "max_completion_tokens" if base_url is None else "max_tokens"
         self._max_tokens_param = max_tokens_param
+        self._owns_client = client is None
         if client is None:
             openai = _import_sdk()
             key = reveal(api_key)
@@ -128,6 +129,11 @@ class OpenAIChatProvider:
 
     def __repr__(self) -> str:
         return f"OpenAIChatProvider(base_url={str(self._client.base_url)!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this provider built (a caller's client stays open)."""
+        if self._owns_client:
+            await self._client.close()
 
     def capabilities(self, model: str) -> ProviderCapabilities:
         return ProviderCapabilities(

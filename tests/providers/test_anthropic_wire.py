@@ -36,7 +36,9 @@ MODEL = aw.MODEL
 
 
 def provider(wire: WireServer, *, idle_timeout: float = 5.0) -> AnthropicProvider:
-    return AnthropicProvider(api_key="sk-ant-test", base_url=wire.url, idle_timeout=idle_timeout)
+    return wire.track(
+        AnthropicProvider(api_key="sk-ant-test", base_url=wire.url, idle_timeout=idle_timeout)
+    )
 
 
 async def test_text_turn_streams_text_usage_and_stop(wire: WireServer) -> None:

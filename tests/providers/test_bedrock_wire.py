@@ -38,8 +38,10 @@ MODEL = bw.MODEL
 
 
 def provider(wire: WireServer, *, idle_timeout: float = 5.0) -> BedrockConverseProvider:
-    return BedrockConverseProvider(
-        endpoint_url=wire.url, region_name="us-east-1", idle_timeout=idle_timeout
+    return wire.track(
+        BedrockConverseProvider(
+            endpoint_url=wire.url, region_name="us-east-1", idle_timeout=idle_timeout
+        )
     )
 
 

@@ -36,8 +36,8 @@ MODEL = ow.MODEL
 
 
 def provider(wire: WireServer, *, idle_timeout: float = 5.0) -> OpenAIChatProvider:
-    return OpenAIChatProvider(
-        api_key="sk-test", base_url=f"{wire.url}/v1", idle_timeout=idle_timeout
+    return wire.track(
+        OpenAIChatProvider(api_key="sk-test", base_url=f"{wire.url}/v1", idle_timeout=idle_timeout)
     )
 
 
@@ -250,6 +250,7 @@ async def test_openai_itself_gets_max_completion_tokens(wire: WireServer) -> Non
     client = openai.AsyncOpenAI(api_key="k", base_url=f"{wire.url}/v1", max_retries=0)
     wire.push(ow.stream(ow.text("ok"), ow.finish("stop"), ow.DONE))
     _, error = await collect(OpenAIChatProvider(client=client), simple_request(MODEL))
+    await client.close()
     assert error is None
     body = wire.received[0].json()
     assert body["max_completion_tokens"] == 4096

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from aiohttp import web
 
@@ -30,6 +30,7 @@ DROP: Final = _Marker("DROP")
 STALL: Final = _Marker("STALL")
 
 Part = bytes | _Marker
+_P = TypeVar("_P")
 
 
 @dataclass
@@ -56,11 +57,17 @@ class WireServer:
         self.received: list[Received] = []
         self._release = asyncio.Event()
         self._runner: web.AppRunner | None = None
+        self._providers: list[Any] = []
         self.port = 0
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def track(self, provider: _P) -> _P:
+        """Close ``provider`` (its HTTP client) when the server stops."""
+        self._providers.append(provider)
+        return provider
 
     def push(self, *responses: Scripted) -> None:
         self.script.extend(responses)
@@ -106,5 +113,7 @@ class WireServer:
 
     async def stop(self) -> None:
         self._release.set()
+        for provider in self._providers:
+            await provider.aclose()
         if self._runner is not None:
             await self._runner.cleanup()
