@@ -105,7 +105,8 @@ def encode_checkpoint(
     body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     if len(body) > max_bytes:
         raise CheckpointTooLarge(
-            f"checkpoint for run {checkpoint.run_id} is {len(body)} bytes; the limit is {max_bytes}",
+            f"checkpoint for run {checkpoint.run_id} is {len(body)} bytes; "
+            f"the limit is {max_bytes}",
             run_id=checkpoint.run_id,
         )
     return body
