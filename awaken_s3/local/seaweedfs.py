@@ -93,9 +93,7 @@ class SeaweedFS:
         env.pop("AWS_ENDPOINT_URL", None)
         # Credentials in its environment make SeaweedFS require signed
         # requests; S3_BUCKET pre-creates the bucket.
-        env.update(
-            AWS_ACCESS_KEY_ID=access_key, AWS_SECRET_ACCESS_KEY=secret_key, S3_BUCKET=bucket
-        )
+        env.update(AWS_ACCESS_KEY_ID=access_key, AWS_SECRET_ACCESS_KEY=secret_key, S3_BUCKET=bucket)
         (data_dir / "data").mkdir()
         log = (data_dir / "weed.log").open("wb")
         try:
@@ -107,6 +105,9 @@ class SeaweedFS:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        except OSError:
+            shutil.rmtree(data_dir, ignore_errors=True)
+            raise
         finally:
             log.close()
         server = cls(
