@@ -194,6 +194,7 @@ async def test_529_overloaded_before_the_stream(wire: WireServer) -> None:
     _, error = await collect(provider(wire), simple_request(MODEL))
     assert isinstance(error, Overloaded)
     assert error.retry_after is None
+    assert len(wire.received) == 1  # no SDK retry
 
 
 async def test_permanent_400_is_invalid_request(wire: WireServer) -> None:

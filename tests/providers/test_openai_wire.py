@@ -188,6 +188,7 @@ async def test_500_before_stream_is_server_error(wire: WireServer) -> None:
     _, error = await collect(provider(wire), simple_request(MODEL))
     assert isinstance(error, ServerError)
     assert error.status == 500
+    assert len(wire.received) == 1  # no SDK retry
 
 
 async def test_permanent_400(wire: WireServer) -> None:
