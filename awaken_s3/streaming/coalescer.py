@@ -14,12 +14,13 @@ The coalescing writer keeps the stream off the S3 path:
 
 Fencing: every put carries the last version this writer saw. A lost condition
 (:class:`CheckpointFenced`) stops all further writes and sets :attr:`fenced`,
-except when the loss is explained by this writer itself: after a put that failed
-ambiguously (it may have landed), or when the stored object is from an older
-lease epoch (a zombie wrote after we loaded), the writer re-reads once and
-adopts the stored version. Any other store error is logged on
-``awaken_s3.checkpoint``, counted, and ignored: checkpoint faults never decide
-a run's lifecycle.
+except when the loss is explained without another live owner: the writer
+re-reads and adopts the stored version when the object is from an older lease
+epoch (a zombie wrote after we loaded), or, while its version is uncertain (a
+put that failed ambiguously and may have landed, a failed load, a stale
+checkpoint it replaces), when the object is from its own epoch or is gone.
+Any other store error is logged on ``awaken_s3.checkpoint``, counted, and
+ignored: checkpoint faults never decide a run's lifecycle.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class CheckpointPolicy:
     #: ... or after this many characters of new text / tool arguments
     min_bytes: int = 4096
     #: upper bound on a final awaited flush (interruption, deadline, completion)
-    final_flush_timeout: float = 10.0
+    final_flush_timeout: float = 5.0
 
     def __post_init__(self) -> None:
         if self.min_interval < 0 or self.min_bytes < 0 or self.final_flush_timeout <= 0:
@@ -301,11 +302,16 @@ class CoalescingCheckpointWriter:
             except StreamCheckpointError as read_exc:
                 stored = None
                 log.warning("re-read after a lost condition failed: %s", read_exc)
+            if stored is None and self._uncertain:
+                # Gone, and we never knew its version for sure: create it afresh.
+                self.version = None
+                return True
             if stored is not None:
                 theirs = stored.checkpoint
-                ours = theirs.epoch == self._ctx.epoch and theirs.writer == self._ctx.writer_id
+                # One lease epoch has one holder: the same epoch is our own lease.
+                same_lease = theirs.epoch == self._ctx.epoch
                 older = theirs.epoch < self._ctx.epoch
-                if (ours and self._uncertain) or older:
+                if older or (same_lease and self._uncertain):
                     self.version = stored.version
                     return True
         self.stats.fenced += 1

@@ -279,7 +279,9 @@ class _Turn:
             version = stored.version
             if saved.turn != self.turn or saved.thread_id != self.thread_id:
                 # Stale: its turn is not the one we run. Never replay it; our first
-                # put replaces it conditionally.
+                # put replaces it conditionally (or creates it, if the caller
+                # deleted it meanwhile: hence "uncertain").
+                version_known = False
                 log.info(
                     "run %s: ignoring a checkpoint of turn %d while running turn %d",
                     self.run_id,

@@ -644,3 +644,17 @@ async def test_the_stream_is_consumed_while_a_put_hangs(
     assert outcome.message.text == "x" * 400
     assert store.max_in_flight == 1
     assert outcome.checkpoint_version == (await store.get(RUN_ID)).version  # type: ignore[union-attr]
+
+
+async def test_a_stale_checkpoint_deleted_meanwhile_does_not_fence_the_runner(
+    store: CountingStore, clock: FakeClock, sleep: RecordingSleep
+) -> None:
+    await plant(store, saved(turn=0, partial_text="old turn"))
+    stale = await store.get(RUN_ID)
+    await store.delete(RUN_ID)  # the run loop cleaned it up after handing it to us
+    provider = ScriptedProvider([text_turn("New turn.")])
+    outcome = completed(
+        await run(make_runner(provider, store, clock, sleep), turn=1, existing=stale)
+    )
+    assert outcome.message.text == "New turn."
+    assert (await stored_checkpoint(store)).turn == 1
