@@ -316,10 +316,7 @@ class _Turn:
                     self.retry_count += 1
                     self.last_error = ATTEMPT_LOST
                 if self.retry_count > self.r.retry_policy.max_interruptions:
-                    return self.failed(
-                        budget_exhausted(self.retry_count, saved.last_error or ATTEMPT_LOST),
-                        version,
-                    )
+                    return self.failed(budget_exhausted(self.retry_count, self.last_error), version)
                 self.acc.restart(plan.prefix_text, trim_echo=not self.prefill)
                 resumed = True
 
