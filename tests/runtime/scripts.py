@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from awaken_s3.messages import Message
-from awaken_s3.runtime.tools import Tool, ToolRegistry
+from awaken_s3.runtime.tools import OUTCOME_UNKNOWN, Tool, ToolRegistry
 from awaken_s3.streaming.events import (
     StopEvent,
     StreamEvent,
@@ -111,7 +111,11 @@ def expected_thread(prompt: str, turns: Sequence[TurnSpec], results: Sequence[st
                 Message(
                     role="user",
                     content=tuple(
-                        ToolResultBlock(tool_use_id=c, content=results[turn])
+                        ToolResultBlock(
+                            tool_use_id=c,
+                            content=results[turn],
+                            is_error=results[turn] == OUTCOME_UNKNOWN,
+                        )
                         for c, _, _ in spec.calls
                     ),
                 )

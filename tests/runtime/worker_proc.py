@@ -1,0 +1,147 @@
+"""A worker that keeps invoking the run loop on one run until the run ends.
+
+Used in-process (several asyncio workers) and as an OS process
+(``python -m tests.runtime.worker_proc CONFIG_JSON``) against one moto server. Each
+invocation is what one SQS delivery would do: claim, work until done or the deadline, and
+hand over. Faults for the kill tests:
+
+* ``hang_on_delete``: after the commit, the checkpoint delete writes ``marker`` and hangs
+  (the parent SIGKILLs the process there: committed, checkpoint left behind);
+* ``hang_in_tool``: the tool records its side effect, writes ``marker`` and hangs (killed
+  between the tool-call claim and its result).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from awaken_s3.runtime.loop import RunEnd, RunLoop
+from awaken_s3.runtime.tools import Tool, ToolRegistry
+from awaken_s3.stores.s3 import S3StreamCheckpointStore
+from awaken_s3.streaming.coalescer import CheckpointPolicy
+from awaken_s3.streaming.retry import RetryPolicy
+from awaken_s3.streaming.runner import TurnRunner
+from awaken_s3.threads import DynamoThreadStore
+from tests.runtime.scripts import ADD_SCHEMA, Effects, TurnAwareProvider, tool_turns
+from tests.threads.backends import aws_clients
+
+FINAL = {RunEnd.COMPLETED, RunEnd.FAILED, RunEnd.CANCELLED, RunEnd.NOT_RUNNABLE}
+
+
+@dataclass
+class WorkerConfig:
+    endpoint: str
+    table: str
+    bucket: str
+    run_id: str
+    worker: str
+    effects_path: str
+    tool_turns: int = 3
+    lease_seconds: float = 2.0
+    #: None: renew every lease/3; 0: never (leases expire mid-turn, forcing takeovers)
+    renew_every: float | None = None
+    #: seconds an invocation may work before suspending (None: no deadline)
+    invocation_seconds: float | None = None
+    event_delay: float = 0.0
+    idempotent: bool = False
+    mode: str = "normal"
+    marker: str = ""
+    max_invocations: int = 400
+    max_interruptions: int = 100
+
+
+def _mark(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+class _HangingDeletes:
+    """A checkpoint store whose delete marks the moment and never returns."""
+
+    def __init__(self, inner: S3StreamCheckpointStore, marker: str) -> None:
+        self._inner = inner
+        self._marker = marker
+
+    async def get(self, run_id: str) -> Any:
+        return await self._inner.get(run_id)
+
+    async def put(self, checkpoint: Any, *, expected_version: str | None) -> str:
+        return await self._inner.put(checkpoint, expected_version=expected_version)
+
+    async def delete(self, run_id: str, *, expected_version: str | None = None) -> None:
+        _mark(self._marker, "committed")
+        await asyncio.Event().wait()
+
+
+def registry_for(config: WorkerConfig, effects: Effects) -> ToolRegistry:
+    def add(a: int, b: int) -> str:
+        effects.record(f"add:{a}")
+        if config.mode == "hang_in_tool":
+            _mark(config.marker, "claimed")
+            time.sleep(3600)
+        return str(a + b)
+
+    return ToolRegistry([Tool("add", "Add.", ADD_SCHEMA, add, idempotent=config.idempotent)])
+
+
+async def work(config: WorkerConfig) -> Counter[str]:
+    """Invoke the loop until the run ends; returns how each invocation ended."""
+    ends: Counter[str] = Counter()
+    effects = Effects(config.effects_path)
+    async with aws_clients(config.endpoint) as (db, s3):
+        threads = DynamoThreadStore(config.table, client=db, s3_client=s3, bucket=config.bucket)
+        checkpoints: Any = S3StreamCheckpointStore(config.bucket, client=s3)
+        if config.mode == "hang_on_delete":
+            checkpoints = _HangingDeletes(checkpoints, config.marker)
+        provider = TurnAwareProvider(tool_turns(config.tool_turns), delay=config.event_delay)
+        runner = TurnRunner(
+            provider,
+            checkpoints,
+            writer_id=config.worker,
+            retry_policy=RetryPolicy(
+                base_delay=0.0, max_delay=0.0, max_interruptions=config.max_interruptions
+            ),
+            checkpoint_policy=CheckpointPolicy(min_interval=0.0, min_bytes=1),
+        )
+        loop = RunLoop(
+            threads,
+            runner,
+            checkpoints,
+            registry_for(config, effects),
+            worker_id=config.worker,
+            lease_seconds=config.lease_seconds,
+            renew_every=config.renew_every,
+        )
+        for _ in range(config.max_invocations):
+            deadline = (
+                None
+                if config.invocation_seconds is None
+                else time.monotonic() + config.invocation_seconds
+            )
+            result = await loop.run(config.run_id, deadline=deadline)
+            ends[result.end.value] += 1
+            if result.end in FINAL:
+                break
+            if result.end == RunEnd.BUSY:
+                await asyncio.sleep(min(result.retry_after or 0.05, 0.05))
+    return ends
+
+
+def main() -> None:
+    config = WorkerConfig(**json.loads(sys.argv[1]))
+    ends = asyncio.run(work(config))
+    print(json.dumps(dict(ends)), flush=True)
+
+
+def config_json(config: WorkerConfig) -> str:
+    return json.dumps(asdict(config))
+
+
+if __name__ == "__main__":
+    main()
