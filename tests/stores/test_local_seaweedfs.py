@@ -65,6 +65,25 @@ def test_a_missing_binary_is_a_clear_error_and_leaves_nothing_behind(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_weed_that_dies_at_start_up_is_retried_then_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    crashing = tmp_path / "bin" / "weed"
+    crashing.parent.mkdir()
+    starts = tmp_path / "starts"
+    crashing.write_text(
+        f"#!/bin/sh\necho started >> {starts}\necho boom: address already in use\nexit 3\n"
+    )
+    crashing.chmod(0o755)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    with pytest.raises(RuntimeError, match="address already in use"):
+        SeaweedFS.start(weed=str(crashing), attempts=2, timeout=10)
+    assert starts.read_text().splitlines() == ["started", "started"]
+    assert list(scratch.iterdir()) == []
+
+
 @pytest.mark.slow
 @pytest.mark.seaweedfs
 def test_start_serves_the_bucket_and_stop_removes_every_trace() -> None:
