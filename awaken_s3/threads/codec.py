@@ -43,11 +43,13 @@ SEQ_DIGITS: Final = 10
 _CONTENT = TypeAdapter(tuple[ContentBlock, ...])
 
 
-def _s(value: str) -> dict[str, str]:
+def s_attr(value: str) -> dict[str, str]:
     return {"S": value}
 
 
-def _n(value: int | float) -> dict[str, str]:
+def n_attr(value: int | float) -> dict[str, str]:
+    # Fixed-point for floats: repr() can give exponent forms and 17 digits; times and
+    # leases need microseconds at most.
     return {"N": str(value) if isinstance(value, int) else format(value, ".6f")}
 
 
@@ -75,7 +77,7 @@ def run_pk(run_id: str) -> str:
 
 
 def thread_key(thread_id: str) -> Item:
-    return {"pk": _s(thread_pk(thread_id)), "sk": _s(THREAD_SK)}
+    return {"pk": s_attr(thread_pk(thread_id)), "sk": s_attr(THREAD_SK)}
 
 
 def message_sk(seq: int) -> str:
@@ -83,15 +85,15 @@ def message_sk(seq: int) -> str:
 
 
 def message_key(thread_id: str, seq: int) -> Item:
-    return {"pk": _s(thread_pk(thread_id)), "sk": _s(message_sk(seq))}
+    return {"pk": s_attr(thread_pk(thread_id)), "sk": s_attr(message_sk(seq))}
 
 
 def run_key(run_id: str) -> Item:
-    return {"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)}
+    return {"pk": s_attr(run_pk(run_id)), "sk": s_attr(RUN_SK)}
 
 
 def tool_key(run_id: str, tool_use_id: str) -> Item:
-    return {"pk": _s(run_pk(run_id)), "sk": _s(f"{TOOL_PREFIX}{tool_use_id}")}
+    return {"pk": s_attr(run_pk(run_id)), "sk": s_attr(f"{TOOL_PREFIX}{tool_use_id}")}
 
 
 # -- threads
@@ -100,10 +102,10 @@ def tool_key(run_id: str, tool_use_id: str) -> Item:
 def thread_item(thread: Thread) -> Item:
     item = thread_key(thread.thread_id)
     item.update(
-        owner=_s(thread.owner),
-        message_count=_n(thread.message_count),
-        created_at=_n(thread.created_at),
-        metadata={"M": {k: _s(v) for k, v in thread.metadata.items()}},
+        owner=s_attr(thread.owner),
+        message_count=n_attr(thread.message_count),
+        created_at=n_attr(thread.created_at),
+        metadata={"M": {k: s_attr(v) for k, v in thread.metadata.items()}},
     )
     return item
 
@@ -148,11 +150,16 @@ def message_item(
 ) -> Item:
     """Exactly one of ``body`` (inline JSON content) and ``body_ref`` (an S3 key) is set."""
     item = message_key(thread_id, seq)
-    item.update(seq=_n(seq), role=_s(message.role), commit_id=_s(commit_id), created_at=_n(now))
+    item.update(
+        seq=n_attr(seq),
+        role=s_attr(message.role),
+        commit_id=s_attr(commit_id),
+        created_at=n_attr(now),
+    )
     if body_ref is not None:
-        item["body_ref"] = _s(body_ref)
+        item["body_ref"] = s_attr(body_ref)
     else:
-        item["body"] = _s(body if body is not None else encode_content(message))
+        item["body"] = s_attr(body if body is not None else encode_content(message))
     return item
 
 
@@ -203,23 +210,23 @@ def decode_settings(raw: str) -> RunSettings:
 def run_item(run: RunState) -> Item:
     item = run_key(run.run_id)
     item.update(
-        thread_id=_s(run.thread_id),
-        owner=_s(run.owner),
-        settings=_s(settings_json(run.settings)),
-        status=_s(run.status.value),
-        turn=_n(run.turn),
-        message_count=_n(run.message_count),
-        usage_in=_n(run.usage.input_tokens),
-        usage_out=_n(run.usage.output_tokens),
-        epoch=_n(run.lease.epoch),
-        lease_until=_n(run.lease.lease_until),
-        created_at=_n(run.created_at),
-        updated_at=_n(run.updated_at),
+        thread_id=s_attr(run.thread_id),
+        owner=s_attr(run.owner),
+        settings=s_attr(settings_json(run.settings)),
+        status=s_attr(run.status.value),
+        turn=n_attr(run.turn),
+        message_count=n_attr(run.message_count),
+        usage_in=n_attr(run.usage.input_tokens),
+        usage_out=n_attr(run.usage.output_tokens),
+        epoch=n_attr(run.lease.epoch),
+        lease_until=n_attr(run.lease.lease_until),
+        created_at=n_attr(run.created_at),
+        updated_at=n_attr(run.updated_at),
     )
     if run.lease.owner is not None:
-        item["lease_owner"] = _s(run.lease.owner)
+        item["lease_owner"] = s_attr(run.lease.owner)
     if run.stop_reason is not None:
-        item["stop_reason"] = _s(run.stop_reason)
+        item["stop_reason"] = s_attr(run.stop_reason)
     if run.error is not None:
         item["error"] = error_attr(run.error)
     return item
@@ -228,8 +235,8 @@ def run_item(run: RunState) -> Item:
 def error_attr(error: ClassifiedError) -> dict[str, Any]:
     return {
         "M": {
-            "code": _s(error.code),
-            "message": _s(error.message),
+            "code": s_attr(error.code),
+            "message": s_attr(error.message),
             "retryable": {"BOOL": error.retryable},
         }
     }
@@ -271,14 +278,14 @@ def decode_run(item: Mapping[str, Any]) -> RunState:
 def tool_item(record: ToolCallRecord) -> Item:
     item = tool_key(record.run_id, record.tool_use_id)
     item.update(
-        name=_s(record.name),
-        status=_s(record.status.value),
-        epoch=_n(record.epoch),
-        attempts=_n(record.attempts),
+        name=s_attr(record.name),
+        status=s_attr(record.status.value),
+        epoch=n_attr(record.epoch),
+        attempts=n_attr(record.attempts),
         is_error={"BOOL": record.is_error},
     )
     if record.content is not None:
-        item["content"] = _s(record.content)
+        item["content"] = s_attr(record.content)
     return item
 
 

@@ -29,6 +29,7 @@ from awaken_s3.threads.cancellation import (
     diagnose_commit,
     parse_reason_codes,
 )
+from awaken_s3.threads.codec import n_attr, s_attr
 from awaken_s3.threads.errors import (
     CommitFenced,
     LeaseLost,
@@ -42,6 +43,7 @@ from awaken_s3.threads.errors import (
     ThreadStoreError,
     ToolCallConflict,
 )
+from awaken_s3.threads.expressions import claim_update, commit_transaction
 from awaken_s3.threads.models import (
     CommitResult,
     RunSettings,
@@ -106,14 +108,6 @@ async def create_table(client: Any, table_name: str) -> None:
 
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
-
-
-def _n(value: int | float) -> dict[str, str]:
-    return {"N": str(value) if isinstance(value, int) else format(value, ".6f")}
-
-
-def _s(value: str) -> dict[str, str]:
-    return {"S": value}
 
 
 class _RunEnded(ThreadStoreError):
@@ -194,8 +188,8 @@ class DynamoThreadStore:
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :msg)",
             "ExpressionAttributeValues": {
-                ":pk": _s(codec.thread_pk(thread_id)),
-                ":msg": _s(codec.MSG_PREFIX),
+                ":pk": s_attr(codec.thread_pk(thread_id)),
+                ":msg": s_attr(codec.MSG_PREFIX),
             },
             "ConsistentRead": True,
         }
@@ -315,9 +309,9 @@ class DynamoThreadStore:
                     "ConditionExpression": "message_count = :old AND #owner = :owner",
                     "ExpressionAttributeNames": {"#owner": "owner"},
                     "ExpressionAttributeValues": {
-                        ":new": _n(count),
-                        ":old": _n(thread.message_count),
-                        ":owner": _s(owner),
+                        ":new": n_attr(count),
+                        ":old": n_attr(thread.message_count),
+                        ":owner": s_attr(owner),
                     },
                 }
             },
@@ -346,29 +340,9 @@ class DynamoThreadStore:
         try:
             response = await self._call(
                 self._db.update_item,
-                TableName=self._table,
-                Key=codec.run_key(run_id),
-                UpdateExpression=(
-                    "SET lease_owner = :me, epoch = epoch + :one, lease_until = :until, "
-                    "#status = :running, updated_at = :now"
+                **claim_update(
+                    self._table, run_id, worker=worker, now=now, lease_seconds=lease_seconds
                 ),
-                ConditionExpression=(
-                    "#status IN (:queued, :running, :suspended) AND "
-                    "(attribute_not_exists(lease_owner) OR lease_until <= :now "
-                    "OR lease_owner = :me)"
-                ),
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":me": _s(worker),
-                    ":one": _n(1),
-                    ":until": _n(now + lease_seconds),
-                    ":now": _n(now),
-                    ":running": _s(RunStatus.RUNNING.value),
-                    ":queued": _s(RunStatus.QUEUED.value),
-                    ":suspended": _s(RunStatus.SUSPENDED.value),
-                },
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
             if _code(exc) != "ConditionalCheckFailedException":
@@ -400,10 +374,15 @@ class DynamoThreadStore:
         """
         condition = "lease_owner = :me AND epoch = :epoch"
         names: dict[str, str] = {}
-        values = {**values, ":me": _s(worker), ":epoch": _n(epoch), ":now": _n(self._clock())}
+        values = {
+            **values,
+            ":me": s_attr(worker),
+            ":epoch": n_attr(epoch),
+            ":now": n_attr(self._clock()),
+        }
         if only_if_not_ended:
             condition += " AND #status IN (:queued, :running, :suspended)"
-            values.update({f":{s}": _s(s) for s in _RUNNABLE})
+            values.update({f":{s}": s_attr(s) for s in _RUNNABLE})
         # DynamoDB rejects unused names, and both words are reserved.
         if "#status" in update or "#status" in condition:
             names["#status"] = "status"
@@ -444,7 +423,7 @@ class DynamoThreadStore:
             worker=worker,
             epoch=epoch,
             update="SET lease_until = :until, updated_at = :now",
-            values={":until": _n(self._clock() + lease_seconds)},
+            values={":until": n_attr(self._clock() + lease_seconds)},
         )
 
     async def release_lease(
@@ -457,13 +436,13 @@ class DynamoThreadStore:
                 worker=worker,
                 epoch=epoch,
                 update=release.replace("SET ", "SET #status = :status, "),
-                values={":zero": _n(0), ":status": _s(status.value)},
+                values={":zero": n_attr(0), ":status": s_attr(status.value)},
                 only_if_not_ended=True,
             )
         except _RunEnded:
             # The run ended meanwhile (a cancel): keep that status, just let the lease go.
             return await self._update_leased(
-                run_id, worker=worker, epoch=epoch, update=release, values={":zero": _n(0)}
+                run_id, worker=worker, epoch=epoch, update=release, values={":zero": n_attr(0)}
             )
 
     async def finish_run(
@@ -476,7 +455,7 @@ class DynamoThreadStore:
         error: ClassifiedError | None = None,
     ) -> RunState:
         update = "SET #status = :status, lease_until = :zero, updated_at = :now"
-        values: dict[str, Any] = {":status": _s(status.value), ":zero": _n(0)}
+        values: dict[str, Any] = {":status": s_attr(status.value), ":zero": n_attr(0)}
         if error is not None:
             update += ", #error = :error"
             values[":error"] = codec.error_attr(error)
@@ -497,7 +476,7 @@ class DynamoThreadStore:
                     worker=worker,
                     epoch=epoch,
                     update="SET lease_until = :zero, updated_at = :now REMOVE lease_owner",
-                    values={":zero": _n(0)},
+                    values={":zero": n_attr(0)},
                 )
                 if ended.run.lease.owner is not None
                 else ended.run
@@ -514,9 +493,9 @@ class DynamoThreadStore:
                 ConditionExpression="#status IN (:queued, :running, :suspended)",
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues={
-                    ":cancelled": _s(RunStatus.CANCELLED.value),
-                    ":now": _n(self._clock()),
-                    **{f":{s}": _s(s) for s in _RUNNABLE},
+                    ":cancelled": s_attr(RunStatus.CANCELLED.value),
+                    ":now": n_attr(self._clock()),
+                    **{f":{s}": s_attr(s) for s in _RUNNABLE},
                 },
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -536,7 +515,7 @@ class DynamoThreadStore:
         items = await self._message_items(
             commit.thread_id, commit.expected_message_count, commit.messages, commit.commit_id
         )
-        transact = self._commit_items(commit, items)
+        transact = commit_transaction(self._table, commit, items, now=self._clock())
         attempt = 0
         while True:
             try:
@@ -571,74 +550,6 @@ class DynamoThreadStore:
                     raise ThreadStoreError(f"commit of run {commit.run_id}: {exc}") from exc
             attempt += 1
             await self._sleep(min(0.05 * 2**attempt, 2.0))
-
-    def _commit_items(self, commit: TurnCommit, items: list[dict[str, Any]]) -> list[Any]:
-        new = rules.apply_commit(commit, now=self._clock())
-        sets = [
-            "turn = :new_turn",
-            "message_count = :new_count",
-            "usage_in = usage_in + :din",
-            "usage_out = usage_out + :dout",
-            "updated_at = :now",
-        ]
-        values: dict[str, Any] = {
-            ":new_turn": _n(new.turn),
-            ":new_count": _n(new.message_count),
-            ":din": _n(commit.usage.input_tokens),
-            ":dout": _n(commit.usage.output_tokens),
-            ":now": _n(new.updated_at),
-            ":epoch": _n(commit.epoch),
-            ":turn": _n(commit.expected_turn),
-            ":count": _n(commit.expected_message_count),
-            ":running": _s(RunStatus.RUNNING.value),
-        }
-        if commit.stop_reason is not None:
-            sets.append("stop_reason = :stop")
-            values[":stop"] = _s(commit.stop_reason)
-        update = "SET " + ", ".join(sets)
-        if commit.final_status is not None:
-            update = update.replace("SET ", "SET #status = :final, lease_until = :zero, ")
-            update += " REMOVE lease_owner"
-            values[":final"] = _s(commit.final_status.value)
-            values[":zero"] = _n(0)
-        messages = [
-            {
-                "Put": {
-                    "TableName": self._table,
-                    "Item": item,
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
-            }
-            for item in items
-        ]
-        run = {
-            "Update": {
-                "TableName": self._table,
-                "Key": codec.run_key(commit.run_id),
-                "UpdateExpression": update,
-                "ConditionExpression": (
-                    "epoch = :epoch AND turn = :turn AND message_count = :count "
-                    "AND #status = :running"
-                ),
-                "ExpressionAttributeNames": {"#status": "status"},
-                "ExpressionAttributeValues": values,
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-        thread = {
-            "Update": {
-                "TableName": self._table,
-                "Key": codec.thread_key(commit.thread_id),
-                "UpdateExpression": "SET message_count = :new_count",
-                "ConditionExpression": "message_count = :count",
-                "ExpressionAttributeValues": {
-                    ":new_count": _n(new.message_count),
-                    ":count": _n(commit.expected_message_count),
-                },
-            }
-        }
-        return [*messages, run, thread]
 
     async def _diagnose(self, commit: TurnCommit, exc: ClientError) -> tuple[Verdict, str]:
         reasons = list(exc.response.get("CancellationReasons", []))
@@ -696,10 +607,10 @@ class DynamoThreadStore:
                 "ConditionExpression": "#status = :claimed AND epoch = :prev",
                 "ExpressionAttributeNames": {"#status": "status"},
                 "ExpressionAttributeValues": {
-                    ":mine": _n(epoch),
-                    ":one": _n(1),
-                    ":claimed": _s(ToolCallStatus.CLAIMED.value),
-                    ":prev": _n(previous_epoch),
+                    ":mine": n_attr(epoch),
+                    ":one": n_attr(1),
+                    ":claimed": s_attr(ToolCallStatus.CLAIMED.value),
+                    ":prev": n_attr(previous_epoch),
                 },
             }
         }
@@ -721,7 +632,7 @@ class DynamoThreadStore:
                 "TableName": self._table,
                 "Key": codec.run_key(run_id),
                 "ConditionExpression": "epoch = :epoch",
-                "ExpressionAttributeValues": {":epoch": _n(epoch)},
+                "ExpressionAttributeValues": {":epoch": n_attr(epoch)},
             }
         }
         try:
@@ -750,11 +661,11 @@ class DynamoThreadStore:
                 ConditionExpression="#status = :claimed AND epoch = :epoch",
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues={
-                    ":finished": _s(ToolCallStatus.FINISHED.value),
-                    ":content": _s(content),
+                    ":finished": s_attr(ToolCallStatus.FINISHED.value),
+                    ":content": s_attr(content),
                     ":err": {"BOOL": is_error},
-                    ":claimed": _s(ToolCallStatus.CLAIMED.value),
-                    ":epoch": _n(epoch),
+                    ":claimed": s_attr(ToolCallStatus.CLAIMED.value),
+                    ":epoch": n_attr(epoch),
                 },
                 ReturnValues="ALL_NEW",
             )
