@@ -140,6 +140,7 @@ class FsStreamCheckpointStore:
             os.close(self._lock_fd)
 
     async def aclose(self) -> None:
+        """Async spelling of :meth:`close`, matching the S3 store."""
         self.close()
 
     async def __aenter__(self) -> FsStreamCheckpointStore:

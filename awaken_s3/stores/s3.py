@@ -11,7 +11,7 @@ import contextlib
 import random
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import aioboto3
 import aiohttp
@@ -182,6 +182,10 @@ class S3StreamCheckpointStore:
             self._client = None
             await stack.aclose()
 
+    async def aclose(self) -> None:
+        """Same as :meth:`close`; every store that holds resources has ``aclose``."""
+        await self.close()
+
     async def __aenter__(self) -> S3StreamCheckpointStore:
         await self._get_client()
         return self
@@ -240,7 +244,7 @@ class S3StreamCheckpointStore:
     def _failure(
         self, operation: str, run_id: str, exc: Exception, *, attempts: int = 1
     ) -> StreamCheckpointError:
-        detail: Any = (
+        detail = (
             proto.describe(exc.response) if isinstance(exc, ClientError) else type(exc).__name__
         )
         tries = f" after {attempts} attempts" if attempts > 1 else ""

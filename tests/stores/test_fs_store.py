@@ -162,7 +162,7 @@ def test_an_unusable_directory_is_a_store_error(tmp_path: Path) -> None:
 
 async def test_a_closed_store_refuses_operations(tmp_path: Path) -> None:
     store = FsStreamCheckpointStore(tmp_path)
-    store.close()
+    await store.aclose()
     with pytest.raises(StreamCheckpointError, match="closed"):
         await store.get("run-1")
     with pytest.raises(StreamCheckpointError, match="closed"):

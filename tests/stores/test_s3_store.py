@@ -213,8 +213,10 @@ async def test_store_creates_its_client_lazily_without_async_with(
         await store.put(make_checkpoint(), expected_version=None)
         assert await store.get("run-1") is not None
     finally:
-        await store.close()
+        await store.aclose()
     await store.close()  # idempotent
+    with pytest.raises(StreamCheckpointError, match="closed"):
+        await store.put(make_checkpoint(), expected_version=None)
 
 
 async def test_a_client_passed_in_stays_open_after_the_store_closes(
