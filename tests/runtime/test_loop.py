@@ -282,3 +282,27 @@ async def test_a_run_asking_for_a_missing_tool_fails_clearly(
     assert result.end == RunEnd.FAILED
     assert result.error is not None and result.error.code == "unknown_tool"
     assert provider.requests == []
+
+
+async def test_a_second_run_on_a_thread_sees_the_whole_history(
+    threads: InMemoryThreadStore, make_loop: LoopFactory
+) -> None:
+    await start(threads)
+    first = TurnAwareProvider([TurnSpec("First answer.")])
+    assert (await make_loop(first, adding_registry(Effects())).run("r1")).end == RunEnd.COMPLETED
+    await threads.create_run(
+        "r2", thread_id="t1", owner="alice", settings=SETTINGS, messages=[Message.user("again")]
+    )
+    second = TurnAwareProvider([TurnSpec("unused"), TurnSpec("Second answer.")])
+    assert (await make_loop(second, adding_registry(Effects())).run("r2")).end == RunEnd.COMPLETED
+    assert second.requests[0].messages == (
+        Message.user(PROMPT),
+        Message.assistant("First answer."),
+        Message.user("again"),
+    )
+    assert [m.text for m in await threads.load_messages("t1")] == [
+        PROMPT,
+        "First answer.",
+        "again",
+        "Second answer.",
+    ]

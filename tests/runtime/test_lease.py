@@ -1,0 +1,52 @@
+"""The lease keeper renews while the loop works and notices when the lease is gone."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from awaken_s3.messages import Message
+from awaken_s3.runtime.lease import LeaseKeeper
+from awaken_s3.threads import InMemoryThreadStore, LeaseUnavailable, RunSettings
+from tests.threads.backends import FakeClock
+
+
+async def test_keeper_renews_on_schedule_and_reports_a_lost_lease() -> None:
+    clock = FakeClock()
+    store = InMemoryThreadStore(clock=clock)
+    await store.create_thread("t1", owner="o")
+    await store.create_run(
+        "r1",
+        thread_id="t1",
+        owner="o",
+        settings=RunSettings(model="m"),
+        messages=[Message.user("x")],
+    )
+    run = await store.claim_run("r1", worker="w1", lease_seconds=30)
+    ticks = asyncio.Queue[None]()
+
+    async def sleep(seconds: float) -> None:
+        assert seconds == 10  # a third of the lease
+        clock.advance(seconds)
+        await ticks.get()
+
+    keeper = LeaseKeeper(
+        store, run_id="r1", worker="w1", epoch=run.lease.epoch, lease_seconds=30, sleep=sleep
+    )
+    async with keeper:
+        for done in range(1, 7):  # a minute of work, twice the lease
+            ticks.put_nowait(None)
+            async with asyncio.timeout(5):
+                while keeper.renewals < done:
+                    await asyncio.sleep(0)
+        assert not keeper.lost.is_set()
+        held = await store.get_run("r1")
+        assert held.lease.lease_until == clock.now + 30
+        with pytest.raises(LeaseUnavailable):
+            await store.claim_run("r1", worker="w2", lease_seconds=30)
+    # Another worker takes the run over (say this one stalled past its lease).
+    clock.advance(31)
+    await store.claim_run("r1", worker="w2", lease_seconds=30)
+    assert not await keeper.renew_now()
+    assert keeper.lost.is_set()
