@@ -25,21 +25,23 @@ async def test_keeper_renews_on_schedule_and_reports_a_lost_lease() -> None:
     )
     run = await store.claim_run("r1", worker="w1", lease_seconds=30)
     ticks = asyncio.Queue[None]()
+    waiting = asyncio.Queue[None]()  # the keeper is asleep (after its previous renewal)
 
     async def sleep(seconds: float) -> None:
         assert seconds == 10  # a third of the lease
-        clock.advance(seconds)
+        waiting.put_nowait(None)
         await ticks.get()
+        clock.advance(seconds)
 
     keeper = LeaseKeeper(
         store, run_id="r1", worker="w1", epoch=run.lease.epoch, lease_seconds=30, sleep=sleep
     )
     async with keeper:
-        for done in range(1, 7):  # a minute of work, twice the lease
+        await waiting.get()
+        for _ in range(6):  # a minute of work, twice the lease
             ticks.put_nowait(None)
-            async with asyncio.timeout(5):
-                while keeper.renewals < done:
-                    await asyncio.sleep(0)
+            await waiting.get()
+        assert keeper.renewals == 6
         assert not keeper.lost.is_set()
         held = await store.get_run("r1")
         assert held.lease.lease_until == clock.now + 30
