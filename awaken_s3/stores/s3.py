@@ -139,6 +139,10 @@ class S3StreamCheckpointStore:
             except ClientError as exc:
                 action = proto.put_action(exc.response, replacing=expected_version is not None)
                 if action is Action.FENCED:
+                    if proto.was_retried(exc.response):
+                        landed = await self._own_write_version(run_id, key, body)
+                        if landed is not None:
+                            return landed
                     raise self._fenced(run_id, expected_version) from exc
                 if action is Action.RETRY and attempt < self.conflict_retries:
                     await self._sleep(self._delay(attempt))
@@ -225,6 +229,28 @@ class S3StreamCheckpointStore:
         except _TRANSPORT_ERRORS as exc:
             raise self._failure("delete", run_id, exc) from exc
         return True
+
+    async def _own_write_version(self, run_id: str, key: str, body: bytes) -> str | None:
+        """The ETag of the stored object if it holds exactly ``body``, else None.
+
+        Bodies carry the writer id, epoch and a timestamp, so byte equality
+        means this writer's earlier attempt landed; comparing bytes rather than
+        MD5 ETags also holds under SSE-KMS, whose ETags are not MD5s.
+        """
+        client = await self._get_client()
+        try:
+            response = await client.get_object(Bucket=self.bucket, Key=key)
+            async with response["Body"] as stream:
+                if response.get("ContentLength", len(body)) != len(body):
+                    return None
+                stored = await stream.read()
+        except ClientError as exc:
+            if proto.get_action(exc.response) is Action.ABSENT:
+                return None
+            raise self._failure("put", run_id, exc) from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise self._failure("put", run_id, exc) from exc
+        return response["ETag"] if stored == body else None
 
     def _delay(self, attempt: int) -> float:
         return proto.backoff_delay(

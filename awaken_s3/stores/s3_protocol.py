@@ -94,6 +94,19 @@ def put_action(response: Mapping[str, Any], *, replacing: bool) -> Action:
     return Action.FAIL
 
 
+def was_retried(response: Mapping[str, Any]) -> bool:
+    """Whether botocore sent this request more than once.
+
+    An earlier attempt may then have been applied with its answer lost, so
+    a 412 on the final attempt can be the writer's own write, not a rival's.
+    """
+    meta = response.get("ResponseMetadata")
+    if not isinstance(meta, Mapping):
+        return False
+    attempts = meta.get("RetryAttempts")
+    return isinstance(attempts, int) and attempts > 0
+
+
 def get_action(response: Mapping[str, Any]) -> Action:
     if classify_error(response) is S3ErrorKind.NO_SUCH_KEY:
         return Action.ABSENT

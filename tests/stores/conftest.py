@@ -83,6 +83,7 @@ class Backend:
     plant: Callable[[str, bytes], Awaitable[None]]
     injector: FaultInjector | None = None  # S3 only: requests seen, faults to answer
     client: Any = None  # S3 only: the test-owned aiobotocore client behind the store
+    endpoint: str = ""  # S3 only
 
     @property
     def is_s3(self) -> bool:
@@ -186,7 +187,7 @@ async def open_backend(
             await client.put_object(Bucket=bucket, Key=store.key_for(run_id), Body=body)
 
         try:
-            yield Backend(name, store, plant_s3, injector, client)
+            yield Backend(name, store, plant_s3, injector, client, endpoint)
         finally:
             await store.close()
 

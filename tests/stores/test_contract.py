@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
@@ -17,7 +18,8 @@ from awaken_s3.errors import CheckpointCorrupt, CheckpointFenced, StreamCheckpoi
 from awaken_s3.ids import InvalidIdError
 from awaken_s3.models import CHECKPOINT_FORMAT, StreamCheckpoint, encode_checkpoint
 from awaken_s3.stores.base import StreamCheckpointStore
-from tests.stores.conftest import Backend, make_checkpoint
+from tests.stores.conftest import Backend, make_checkpoint, s3_client
+from tests.stores.faults import error_response
 
 
 async def test_backend_satisfies_the_protocol(backend: Backend) -> None:
@@ -265,3 +267,63 @@ async def test_s3_delete_conflict_409_is_retried(s3_backend: Backend) -> None:
     await store.delete("run-1", expected_version=version)
     assert injector.injected == 1
     assert await store.get("run-1") is None
+
+
+class LandThenFail:
+    """Applies the next PutObject out of band, then answers 500 as if the reply was lost.
+
+    botocore retries the 500; the retry finds the condition already consumed.
+    ``write`` is the body that lands: the writer's own, or a rival's.
+    """
+
+    def __init__(self, client: Any, bucket: str, key: str, write: bytes, condition: str) -> None:
+        self.client, self.bucket, self.key, self.write = client, bucket, key, write
+        self.condition = condition
+        self.armed = True
+
+    async def __call__(self, request: Any, event_name: str, **_: Any) -> Any:
+        if not self.armed or not event_name.endswith(".PutObject"):
+            return None
+        self.armed = False
+        await self.client.put_object(
+            Bucket=self.bucket, Key=self.key, Body=self.write, IfMatch=self.condition
+        )
+        return error_response(request.url, 500, "InternalError")
+
+
+async def test_s3_own_write_whose_reply_was_lost_is_not_mistaken_for_a_fence(
+    s3_backend: Backend,
+) -> None:
+    store: Any = s3_backend.store
+    version = await store.put(make_checkpoint(partial_text="a"), expected_version=None)
+    mine = make_checkpoint(partial_text="ab")
+    # The side channel must not pass through the hook it is called from.
+    async with s3_client(s3_backend.endpoint) as side:
+        hook = LandThenFail(
+            side, store.bucket, store.key_for("run-1"), encode_checkpoint(mine), version
+        )
+        s3_backend.client.meta.events.register_first("before-send.s3", hook)
+        new_version = await store.put(mine, expected_version=version)
+        s3_backend.client.meta.events.unregister("before-send.s3", hook)
+    assert not hook.armed
+    stored = await store.get("run-1")
+    assert stored is not None
+    assert (stored.checkpoint, stored.version) == (mine, new_version)
+    # The returned version is usable: the writer carries on.
+    await store.put(make_checkpoint(partial_text="abc"), expected_version=new_version)
+
+
+async def test_s3_rival_write_during_a_retried_put_is_still_fenced(s3_backend: Backend) -> None:
+    store: Any = s3_backend.store
+    version = await store.put(make_checkpoint(partial_text="a"), expected_version=None)
+    rival = make_checkpoint(writer="rival", epoch=9, partial_text="theirs")
+    async with s3_client(s3_backend.endpoint) as side:
+        hook = LandThenFail(
+            side, store.bucket, store.key_for("run-1"), encode_checkpoint(rival), version
+        )
+        s3_backend.client.meta.events.register_first("before-send.s3", hook)
+        with pytest.raises(CheckpointFenced):
+            await store.put(make_checkpoint(partial_text="mine"), expected_version=version)
+        s3_backend.client.meta.events.unregister("before-send.s3", hook)
+    stored = await store.get("run-1")
+    assert stored is not None and stored.checkpoint == rival

@@ -175,3 +175,10 @@ def test_delete_params_are_conditional_only_with_a_version() -> None:
 def test_describe_names_code_and_status() -> None:
     assert proto.describe(ACCESS_DENIED) == "AccessDenied (HTTP 403)"
     assert proto.describe({}) == "unknown error"
+
+
+def test_was_retried_reads_botocore_retry_attempts() -> None:
+    assert proto.was_retried({"ResponseMetadata": {"RetryAttempts": 2}})
+    assert not proto.was_retried({"ResponseMetadata": {"RetryAttempts": 0}})
+    assert not proto.was_retried(PRECONDITION)
+    assert not proto.was_retried({})
