@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 
-from botocore.config import Config
+from aiobotocore.config import AioConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
 from awaken_s3.ids import validate_run_id, validate_thread_id
@@ -79,7 +79,7 @@ _TRANSIENT_ERRORS: Final = frozenset(
 
 def dynamodb_client_config(
     *, total_max_attempts: int = 8, mode: Literal["standard", "adaptive"] = "standard"
-) -> Config:
+) -> AioConfig:
     """Client config for the thread table: botocore's standard (or adaptive) retry mode.
 
     Standard mode retries throttling (ProvisionedThroughputExceeded, ThrottlingException),
@@ -87,7 +87,7 @@ def dynamodb_client_config(
     all (botocore's ``max_attempts`` key would count retries only). A transaction cancelled
     for TransactionConflict is not retried by botocore; the store retries it itself.
     """
-    return Config(retries={"mode": mode, "total_max_attempts": total_max_attempts})
+    return AioConfig(retries={"mode": mode, "total_max_attempts": total_max_attempts})
 
 
 async def create_table(client: Any, table_name: str) -> None:

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from aiobotocore.awsrequest import AioAWSResponse
+from botocore.awsrequest import HTTPHeaders
 from botocore.exceptions import ReadTimeoutError
 
 _PREFIX = "com.amazonaws.dynamodb.v20120810#"
@@ -27,7 +28,9 @@ class _Body:
 
 def dynamo_error(url: str, status: int, error_type: str, **extra: Any) -> AioAWSResponse:
     body = json.dumps({"__type": _PREFIX + error_type, "message": "injected", **extra}).encode()
-    headers = {"content-type": "application/x-amz-json-1.0", "x-amzn-requestid": "injected"}
+    headers = HTTPHeaders()
+    headers["content-type"] = "application/x-amz-json-1.0"
+    headers["x-amzn-requestid"] = "injected"
     return AioAWSResponse(url, status, headers, _Body(body))
 
 

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from botocore.config import Config
+from aiobotocore.config import AioConfig
 
 from awaken_s3.local.moto import MotoServer
 from awaken_s3.messages import Message
@@ -46,7 +46,7 @@ class Env:
         return sorted(o["Key"] for o in listing.get("Contents", []))
 
 
-async def _env(url: str, config: Config | None = None) -> AsyncIterator[Env]:
+async def _env(url: str, config: AioConfig | None = None) -> AsyncIterator[Env]:
     async with aws_clients(url, config=config) as (db, s3):
         yield Env(db, s3, await fresh_target(db, s3, url), FakeClock())
 
