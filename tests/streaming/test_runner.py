@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -12,10 +14,11 @@ from awaken_s3.models import StoredCheckpoint, StreamCheckpoint, encode_checkpoi
 from awaken_s3.streaming import errors as e
 from awaken_s3.streaming.coalescer import CheckpointPolicy
 from awaken_s3.streaming.continuation import CONTINUE_INSTRUCTION
-from awaken_s3.streaming.events import TextDelta, UsageEvent
+from awaken_s3.streaming.events import StreamEvent, TextDelta, UsageEvent
 from awaken_s3.streaming.outcome import TurnCompleted, TurnFailed, TurnSuspended
+from awaken_s3.streaming.provider import ModelRequest, ProviderCapabilities
 from awaken_s3.streaming.retry import RetryPolicy
-from awaken_s3.streaming.runner import ATTEMPT_LOST
+from awaken_s3.streaming.runner import ATTEMPT_LOST, TurnRunner
 from awaken_s3.streaming.scripted import (
     Drop,
     Fail,
@@ -143,6 +146,9 @@ async def test_r3_resume_drops_every_broken_call_and_continues_from_the_text(
     assert outcome.message.tool_uses == ()
     assert sorted(d.index for d in outcome.dropped_tool_calls) == [0, 1]
     assert provider.requests[0].messages[-1] == Message.assistant("I will call two tools")
+    # The resume write already holds only the text: a second crash plans R1, not R3 again.
+    resume_write = store.history[1]
+    assert resume_write.tool_calls == () and resume_write.partial_text == "I will call two tools"
 
 
 @pytest.mark.parametrize("text", ["", "  \n"])
@@ -658,3 +664,53 @@ async def test_a_stale_checkpoint_deleted_meanwhile_does_not_fence_the_runner(
     )
     assert outcome.message.text == "New turn."
     assert (await stored_checkpoint(store)).turn == 1
+
+
+class ClosingProvider:
+    """A provider whose stream records being closed, as an HTTP stream must be."""
+
+    name = "closing"
+
+    def __init__(self, tail: list[Any]) -> None:
+        self.tail = tail
+        self.closed = 0
+
+    def capabilities(self, model: str) -> ProviderCapabilities:
+        return ProviderCapabilities(assistant_prefill=True)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        try:
+            yield TextDelta("partial ")
+            for step in self.tail:
+                if isinstance(step, Stall):
+                    await asyncio.Event().wait()
+                elif isinstance(step, Hook):
+                    step.action()
+                else:
+                    yield step
+        finally:
+            self.closed += 1
+
+
+async def test_a_stalled_stream_is_closed_and_counts_as_an_interruption(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    provider = ClosingProvider([Stall()])
+    policy = RetryPolicy(max_interruptions=0, idle_timeout=0.02)
+    runner = TurnRunner(provider, store, writer_id="w", retry_policy=policy, clock=clock)
+    outcome = failed(await run(runner))
+    assert outcome.error.code == "retry_budget_exhausted"
+    assert "stream_stalled" in outcome.error.message
+    assert provider.closed == 1
+    assert runner.last_stats == outcome.checkpoint_stats
+
+
+async def test_a_stream_cut_by_the_deadline_is_closed(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    provider = ClosingProvider([Hook(lambda: clock.advance(100)), TextDelta("too late")])
+    runner = TurnRunner(provider, store, writer_id="w", clock=clock)
+    outcome = await run(runner, deadline=clock() + 5)
+    assert isinstance(outcome, TurnSuspended)
+    assert provider.closed == 1
+    assert (await stored_checkpoint(store)).partial_text == "partial too late"
