@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -9,14 +10,16 @@ import pytest
 from awaken_s3.local.moto import MotoServer
 from awaken_s3.runtime.loop import RunLoop
 from awaken_s3.runtime.tools import ToolRegistry
+from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
+from awaken_s3.stores.s3 import S3StreamCheckpointStore
 from awaken_s3.streaming.coalescer import CheckpointPolicy
 from awaken_s3.streaming.provider import Provider
 from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.runner import TurnRunner
 from awaken_s3.threads import InMemoryThreadStore, RunSettings
 from awaken_s3.threads.base import ThreadStore
-from tests.threads.backends import FakeClock
+from tests.threads.backends import FakeClock, aws_clients, dynamo_store, fresh_target
 
 SETTINGS = RunSettings(model="scripted-1", system="be brief", tools=("add",), max_turns=10)
 LEASE = 30.0
@@ -36,14 +39,35 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture
-def threads(clock: FakeClock) -> InMemoryThreadStore:
-    return InMemoryThreadStore(clock=clock)
+@dataclass
+class Backend:
+    threads: ThreadStore
+    checkpoints: StreamCheckpointStore
+
+
+@pytest.fixture(params=["memory", "aws"])
+async def backend(request: pytest.FixtureRequest, clock: FakeClock) -> AsyncIterator[Backend]:
+    """In memory, or DynamoDB + S3 checkpoints on a moto server."""
+    if request.param == "memory":
+        yield Backend(InMemoryThreadStore(clock=clock), InMemoryStreamCheckpointStore())
+        return
+    url = request.getfixturevalue("moto_server").endpoint_url
+    async with aws_clients(url) as (db, s3):
+        target = await fresh_target(db, s3, url)
+        yield Backend(
+            dynamo_store(db, s3, target, clock=clock),
+            S3StreamCheckpointStore(target.bucket, client=s3),
+        )
 
 
 @pytest.fixture
-def checkpoints() -> InMemoryStreamCheckpointStore:
-    return InMemoryStreamCheckpointStore()
+def threads(backend: Backend) -> ThreadStore:
+    return backend.threads
+
+
+@pytest.fixture
+def checkpoints(backend: Backend) -> StreamCheckpointStore:
+    return backend.checkpoints
 
 
 LoopFactory = Callable[..., RunLoop]
@@ -85,7 +109,7 @@ def build_loop(
 
 @pytest.fixture
 def make_loop(
-    threads: InMemoryThreadStore, checkpoints: InMemoryStreamCheckpointStore, clock: FakeClock
+    threads: ThreadStore, checkpoints: StreamCheckpointStore, clock: FakeClock
 ) -> LoopFactory:
     def make(provider: Provider, tools: ToolRegistry, *, worker: str = "w1", **kw: Any) -> RunLoop:
         return build_loop(threads, checkpoints, provider, tools, worker=worker, clock=clock, **kw)

@@ -11,11 +11,11 @@ from awaken_s3.messages import Message, ToolResultBlock
 from awaken_s3.models import PartialToolCall, StreamCheckpoint
 from awaken_s3.runtime.loop import STEP_LIMIT, RunEnd
 from awaken_s3.runtime.tools import Tool, ToolRegistry
-from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
+from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.streaming.errors import ContextOverflow
 from awaken_s3.streaming.outcome import Usage
 from awaken_s3.streaming.scripted import Fail, ScriptedProvider, text_turn
-from awaken_s3.threads import InMemoryThreadStore, RunStatus
+from awaken_s3.threads import RunStatus, ThreadStore
 from tests.runtime.conftest import LEASE, SETTINGS, LoopFactory
 from tests.runtime.scripts import (
     ADD_SCHEMA,
@@ -31,7 +31,7 @@ from tests.threads.backends import FakeClock
 PROMPT = "add things up"
 
 
-async def start(threads: InMemoryThreadStore, run_id: str = "r1", **settings: Any) -> None:
+async def start(threads: ThreadStore, run_id: str = "r1", **settings: Any) -> None:
     await threads.create_thread("t1", owner="alice")
     await threads.create_run(
         run_id,
@@ -43,7 +43,7 @@ async def start(threads: InMemoryThreadStore, run_id: str = "r1", **settings: An
 
 
 async def test_text_run_completes_and_leaves_no_checkpoint(
-    threads: InMemoryThreadStore, checkpoints: InMemoryStreamCheckpointStore, make_loop: LoopFactory
+    threads: ThreadStore, checkpoints: StreamCheckpointStore, make_loop: LoopFactory
 ) -> None:
     await start(threads)
     provider = ScriptedProvider([text_turn("Hello there, friend.")])
@@ -71,7 +71,7 @@ async def test_text_run_completes_and_leaves_no_checkpoint(
 
 
 async def test_tool_turns_run_each_tool_once_and_feed_results_back(
-    threads: InMemoryThreadStore, make_loop: LoopFactory
+    threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
     await start(threads)
     effects = Effects()
@@ -89,7 +89,7 @@ async def test_tool_turns_run_each_tool_once_and_feed_results_back(
 
 
 async def test_tool_failures_become_error_results(
-    threads: InMemoryThreadStore, make_loop: LoopFactory
+    threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
     await start(threads)
     ran: list[str] = []
@@ -117,8 +117,8 @@ async def test_tool_failures_become_error_results(
 
 
 async def test_stale_checkpoint_is_deleted_not_replayed(
-    threads: InMemoryThreadStore,
-    checkpoints: InMemoryStreamCheckpointStore,
+    threads: ThreadStore,
+    checkpoints: StreamCheckpointStore,
     make_loop: LoopFactory,
 ) -> None:
     await start(threads)
@@ -158,8 +158,8 @@ async def test_stale_checkpoint_is_deleted_not_replayed(
 
 
 async def test_interrupted_turn_resumes_from_its_checkpoint(
-    threads: InMemoryThreadStore,
-    checkpoints: InMemoryStreamCheckpointStore,
+    threads: ThreadStore,
+    checkpoints: StreamCheckpointStore,
     make_loop: LoopFactory,
 ) -> None:
     await start(threads)
@@ -177,7 +177,7 @@ async def test_interrupted_turn_resumes_from_its_checkpoint(
 
 
 async def test_deadline_suspends_and_the_next_invocation_continues(
-    threads: InMemoryThreadStore, make_loop: LoopFactory
+    threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
     await start(threads)
     effects = Effects()
@@ -206,7 +206,7 @@ async def test_deadline_suspends_and_the_next_invocation_continues(
 
 
 async def test_permanent_error_fails_the_run_with_its_classification(
-    threads: InMemoryThreadStore, make_loop: LoopFactory
+    threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
     await start(threads)
     provider = ScriptedProvider([[Fail(ContextOverflow("prompt is too long", status=400))]])
@@ -220,9 +220,7 @@ async def test_permanent_error_fails_the_run_with_its_classification(
     assert await threads.load_messages("t1") == [Message.user(PROMPT)]
 
 
-async def test_step_limit_fails_the_run(
-    threads: InMemoryThreadStore, make_loop: LoopFactory
-) -> None:
+async def test_step_limit_fails_the_run(threads: ThreadStore, make_loop: LoopFactory) -> None:
     await start(threads, max_turns=2)
     effects = Effects()
     result = await make_loop(TurnAwareProvider(tool_turns(5)), adding_registry(effects)).run("r1")
@@ -235,7 +233,7 @@ async def test_step_limit_fails_the_run(
 
 
 async def test_cancel_during_a_turn_discards_it(
-    threads: InMemoryThreadStore, make_loop: LoopFactory
+    threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
     await start(threads)
     cancelled: list[RunStatus] = []
@@ -257,7 +255,7 @@ async def test_cancel_during_a_turn_discards_it(
 
 
 async def test_a_held_run_is_busy_and_an_ended_run_is_not_runnable(
-    threads: InMemoryThreadStore, make_loop: LoopFactory, clock: FakeClock
+    threads: ThreadStore, make_loop: LoopFactory, clock: FakeClock
 ) -> None:
     await start(threads)
     await threads.claim_run("r1", worker="other", lease_seconds=LEASE)
@@ -274,7 +272,7 @@ async def test_a_held_run_is_busy_and_an_ended_run_is_not_runnable(
 
 
 async def test_a_run_asking_for_a_missing_tool_fails_clearly(
-    threads: InMemoryThreadStore, make_loop: LoopFactory
+    threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
     await start(threads)
     provider = TurnAwareProvider([TurnSpec("hi")])
@@ -285,7 +283,7 @@ async def test_a_run_asking_for_a_missing_tool_fails_clearly(
 
 
 async def test_a_second_run_on_a_thread_sees_the_whole_history(
-    threads: InMemoryThreadStore, make_loop: LoopFactory
+    threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
     await start(threads)
     first = TurnAwareProvider([TurnSpec("First answer.")])
