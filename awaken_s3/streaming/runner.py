@@ -52,6 +52,7 @@ from awaken_s3.streaming.coalescer import (
     WriterContext,
     WriterFactory,
 )
+from awaken_s3.streaming.coalescer import log as checkpoint_log
 from awaken_s3.streaming.continuation import build_continuation_request
 from awaken_s3.streaming.errors import (
     ConnectionDropped,
@@ -346,17 +347,17 @@ class _Turn:
             return await self.r.store.get(self.run_id), True
         except CheckpointCorrupt as exc:
             self.stats.load_failures += 1
-            log.warning("run %s: discarding a corrupt checkpoint: %s", self.run_id, exc)
+            checkpoint_log.warning("run %s: discarding a corrupt checkpoint: %s", self.run_id, exc)
             try:
                 # Unconditional: a corrupt body has no usable version, and we hold the lease.
                 await self.r.store.delete(self.run_id)
             except StreamCheckpointError as delete_exc:
-                log.warning("run %s: could not delete it: %s", self.run_id, delete_exc)
+                checkpoint_log.warning("run %s: could not delete it: %s", self.run_id, delete_exc)
                 return None, False
             return None, True
         except StreamCheckpointError as exc:
             self.stats.load_failures += 1
-            log.warning(
+            checkpoint_log.warning(
                 "run %s: could not load the checkpoint, starting the turn fresh: %s",
                 self.run_id,
                 exc,
