@@ -26,7 +26,9 @@ def validate_id(value: str, *, kind: str = "id") -> str:
     if not value:
         raise InvalidIdError(f"{kind} must not be empty")
     if len(value) > MAX_ID_LENGTH:
-        raise InvalidIdError(f"{kind} is {len(value)} characters long; the limit is {MAX_ID_LENGTH}")
+        raise InvalidIdError(
+            f"{kind} is {len(value)} characters long; the limit is {MAX_ID_LENGTH}"
+        )
     if _ID_RE.fullmatch(value) is None:
         raise InvalidIdError(
             f"{kind} {value[:40]!r} may only hold ASCII letters, digits, '-' and '_' "

@@ -25,7 +25,9 @@ def make(**overrides: object) -> StreamCheckpoint:
         "turn": 2,
         "partial_text": "Grüße, 世界 🌍",
         "tool_calls": (
-            PartialToolCall(index=0, id="call_a", name="lookup", arguments='{"q": "x"}', closed=True),
+            PartialToolCall(
+                index=0, id="call_a", name="lookup", arguments='{"q": "x"}', closed=True
+            ),
             PartialToolCall(index=1, id="call_b", name="lookup", arguments='{"q": '),
         ),
         "retry_count": 1,
