@@ -1,0 +1,49 @@
+"""The public names of DESIGN.md section 5 are importable from the package root."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import awaken_s3
+
+
+def test_design_names_are_exported() -> None:
+    from awaken_s3 import (  # noqa: F401
+        CheckpointCorrupt,
+        CheckpointFenced,
+        FsStreamCheckpointStore,
+        InMemoryStreamCheckpointStore,
+        PartialToolCall,
+        S3StreamCheckpointStore,
+        StoredCheckpoint,
+        StreamCheckpoint,
+        StreamCheckpointError,
+        StreamCheckpointStore,
+        plan_recovery,
+    )
+
+    assert issubclass(CheckpointFenced, StreamCheckpointError)
+    assert issubclass(CheckpointCorrupt, StreamCheckpointError)
+    assert S3StreamCheckpointStore.__module__ == "awaken_s3.stores.s3"
+    assert FsStreamCheckpointStore.__module__ == "awaken_s3.stores.fs"
+    assert set(awaken_s3.__all__) <= set(dir(awaken_s3)) | {
+        "FsStreamCheckpointStore",
+        "S3StreamCheckpointStore",
+        "SyncStreamCheckpointStore",
+    }
+
+
+def test_importing_the_package_does_not_load_aioboto3() -> None:
+    code = "import sys, awaken_s3; print('aioboto3' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_unknown_attribute_is_an_attribute_error() -> None:
+    try:
+        awaken_s3.NoSuchThing  # noqa: B018
+    except AttributeError as exc:
+        assert "NoSuchThing" in str(exc)
+    else:
+        raise AssertionError("expected AttributeError")
