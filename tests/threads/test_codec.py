@@ -1,0 +1,87 @@
+"""Items written to DynamoDB read back as the same records (pure, no AWS)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from awaken_s3.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from awaken_s3.streaming.outcome import ClassifiedError, Usage
+from awaken_s3.threads import (
+    Lease,
+    RunSettings,
+    RunState,
+    RunStatus,
+    Thread,
+    ToolCallRecord,
+    ToolCallStatus,
+    codec,
+)
+
+json_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20)
+json_objects = st.dictionaries(
+    st.text(max_size=10),
+    st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=3), max_leaves=5),
+    max_size=4,
+)
+blocks = st.one_of(
+    st.builds(TextBlock, text=st.text()),
+    st.builds(ToolUseBlock, id=st.text(min_size=1), name=st.text(min_size=1), input=json_objects),
+    st.builds(
+        ToolResultBlock, tool_use_id=st.text(min_size=1), content=st.text(), is_error=st.booleans()
+    ),
+)
+messages = st.builds(
+    Message,
+    role=st.sampled_from(["user", "assistant"]),
+    content=st.lists(blocks, max_size=4).map(tuple),
+)
+
+
+@given(message=messages, seq=st.integers(0, 10**9))
+def test_message_items_round_trip(message: Message, seq: int) -> None:
+    item = codec.message_item("t1", seq, message, commit_id="c", now=1.5, body=None, body_ref=None)
+    stored = codec.decode_stored_message(item)
+    assert (stored.message, stored.seq, stored.commit_id) == (message, seq, "c")
+
+
+def test_sort_keys_order_like_sequence_numbers() -> None:
+    seqs = [0, 1, 9, 10, 11, 99, 100, 12345, 10**9]
+    assert sorted(seqs, key=codec.message_sk) == seqs
+    assert codec.message_sk(42) == "MSG#0000000042"
+
+
+def test_offloaded_message_item_has_a_reference_and_no_body() -> None:
+    message = Message.assistant("big")
+    item = codec.message_item("t1", 3, message, commit_id="c", now=1.0, body=None, body_ref="k")
+    assert "body" not in item and codec.message_body_ref(item) == "k"
+    assert codec.decode_stored_message(item).message is None
+    fetched = codec.decode_stored_message(item, body=codec.encode_content(message).encode())
+    assert fetched.message == message
+
+
+def test_run_thread_and_tool_records_round_trip() -> None:
+    run = RunState(
+        run_id="r1",
+        thread_id="t1",
+        owner="alice",
+        settings=RunSettings(
+            model="m", system="s", max_tokens=9, temperature=0.5, tools=("a", "b"), max_turns=3
+        ),
+        status=RunStatus.FAILED,
+        turn=4,
+        message_count=9,
+        usage=Usage(120, 80),
+        error=ClassifiedError("context_overflow", "too long", False),
+        stop_reason="tool_use",
+        lease=Lease("w1", 12, 1_700_000_030.25),
+        created_at=1_700_000_000.5,
+        updated_at=1_700_000_010.75,
+    )
+    assert codec.decode_run(codec.run_item(run)) == run
+    released = run.with_(lease=Lease(None, 12, 0.0), error=None, stop_reason=None)
+    assert codec.decode_run(codec.run_item(released)) == released
+    thread = Thread("t1", "alice", 3, 5.0, {"title": "x"})
+    assert codec.decode_thread(codec.thread_item(thread)) == thread
+    record = ToolCallRecord("r1", "call_9", "add", ToolCallStatus.FINISHED, 4, 2, "3", True)
+    assert codec.decode_tool(codec.tool_item(record)) == record
