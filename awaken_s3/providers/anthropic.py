@@ -5,6 +5,7 @@ The SDK is imported lazily so the package works without the ``anthropic`` extra.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -39,10 +40,28 @@ def _import_sdk() -> Any:
     return anthropic
 
 
+def _transport_errors() -> tuple[tuple[type[Exception], ...], tuple[type[Exception], ...]]:
+    """(timeouts, transport errors) of the HTTP library under the SDK.
+
+    The SDK leaves mid-stream read errors unwrapped. SDK 2.x runs on ``httpx2``,
+    earlier releases (still allowed by the extra) on ``httpx``.
+    """
+    timeouts: list[type[Exception]] = []
+    transports: list[type[Exception]] = []
+    for name in ("httpx2", "httpx"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        timeouts.append(module.TimeoutException)
+        transports.append(module.TransportError)
+    return tuple(timeouts), tuple(transports)
+
+
 def map_anthropic_exception(exc: BaseException, *, sent_prefill: bool) -> ProviderError | None:
     """The typed error for an SDK or transport exception; ``None`` if it is not one."""
     anthropic = _import_sdk()
-    import httpx2
+    timeouts, transports = _transport_errors()
 
     if isinstance(exc, anthropic.APIStatusError):
         status = exc.status_code
@@ -59,9 +78,9 @@ def map_anthropic_exception(exc: BaseException, *, sent_prefill: bool) -> Provid
             retry_after=None if in_stream else parse_retry_after(dict(exc.response.headers)),
             sent_prefill=sent_prefill,
         )
-    if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
+    if isinstance(exc, (anthropic.APITimeoutError, *timeouts)):
         return StreamStalled(f"no data within the idle timeout: {exc}", provider=NAME)
-    if isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError):
+    if isinstance(exc, (anthropic.APIConnectionError, *transports)):
         return ConnectionDropped(f"connection to Anthropic lost: {exc}", provider=NAME)
     if isinstance(exc, anthropic.APIError):
         return ServerError(f"unexpected Anthropic API error: {exc}", provider=NAME)
@@ -139,10 +158,15 @@ class AnthropicProvider:
                     mapped = map_anthropic_exception(exc, sent_prefill=sent_prefill)
                     if mapped is None:
                         raise
+                    if translator.stopped and isinstance(mapped, ConnectionDropped | StreamStalled):
+                        # Only message_stop was lost; the turn itself is whole.
+                        break
                     raise mapped from exc
                 for out in translator.feed(event):
                     yield out
         finally:
             await sdk_stream.close()
-        if not translator.finished:
+        if not translator.stopped:
             raise ConnectionDropped("the Anthropic stream ended before message_stop", provider=NAME)
+        for out in translator.finish():
+            yield out

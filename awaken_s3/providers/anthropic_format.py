@@ -146,8 +146,19 @@ class AnthropicStreamTranslator:
             self._read_usage(getattr(event, "usage", None))
             return [UsageEvent(self._input_tokens, self._output_tokens)]
         if kind == "message_stop":
-            self.finished = True
-            closing: list[StreamEvent] = [ToolCallEnd(i) for i in self._tools.end_all()]
-            closing.append(StopEvent(normalise_stop_reason(self._stop_reason)))
-            return closing
+            return self.finish()
         return []
+
+    @property
+    def stopped(self) -> bool:
+        """``message_delta`` carried the stop reason: the turn's content is complete."""
+        return self._stop_reason is not None or self.finished
+
+    def finish(self) -> list[StreamEvent]:
+        """Close the message (at ``message_stop``, or when only it was lost)."""
+        if self.finished:
+            return []
+        self.finished = True
+        closing: list[StreamEvent] = [ToolCallEnd(i) for i in self._tools.end_all()]
+        closing.append(StopEvent(normalise_stop_reason(self._stop_reason)))
+        return closing

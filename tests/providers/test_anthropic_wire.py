@@ -144,6 +144,22 @@ async def test_clean_close_before_message_stop_is_a_drop(wire: WireServer) -> No
     assert isinstance(error, ConnectionDropped)
 
 
+async def test_drop_after_the_stop_reason_still_completes(wire: WireServer) -> None:
+    wire.push(
+        aw.stream(
+            aw.message_start(), aw.text_block(0, ["whole"]), aw.message_end("end_turn", 3)[0], DROP
+        )
+    )
+    events, error = await collect(provider(wire), simple_request(MODEL))
+    assert error is None
+    assert events == [
+        UsageEvent(25, 1),
+        TextDelta("whole"),
+        UsageEvent(25, 3),
+        StopEvent("end_turn"),
+    ]
+
+
 async def test_stall_is_stream_stalled(wire: WireServer) -> None:
     wire.push(aw.stream(aw.message_start(), aw.text_block(0, ["slow"])[:2], STALL))
     events, error = await collect(provider(wire, idle_timeout=0.3), simple_request(MODEL))

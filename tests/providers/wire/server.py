@@ -4,6 +4,7 @@ Each request takes the next scripted response. A response is a status, headers
 and a list of body parts: raw bytes (each part is flushed on its own, so the
 client sees real chunk boundaries), ``DROP`` (abort the TCP connection mid-body)
 or ``STALL`` (send nothing until the test ends).
+A response ends with a complete body unless a ``DROP`` or ``STALL`` cuts it.
 """
 
 from __future__ import annotations
@@ -89,8 +90,12 @@ class WireServer:
         await response.prepare(request)
         for part in scripted.parts:
             if part is DROP:
+                # Close the TCP connection in the middle of the chunked body. A
+                # close (FIN after the buffered bytes) rather than an abort (RST)
+                # keeps the test deterministic: an RST may discard bytes the
+                # client has not read yet.
                 assert request.transport is not None
-                request.transport.abort()
+                request.transport.close()
                 return response
             if part is STALL:
                 await self._release.wait()
