@@ -14,9 +14,11 @@ hint for the unfinished turn and is never replayed once its turn is committed.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -242,15 +244,19 @@ class _Drive:
                 error = ClassifiedError(UNKNOWN_TOOL, str(exc.args[0]), retryable=False)
                 return await self.finish(RunStatus.FAILED, error)
             existing = await self.load_checkpoint(current)
-            turn = await self.loop.runner.run_turn(
-                run_id=self.run_id,
-                thread_id=current.thread_id,
-                turn=current.turn,
-                epoch=self.epoch,
-                request=request,
-                deadline=self.deadline,
-                existing=existing,
+            turn = await self.run_turn_while_leased(
+                self.loop.runner.run_turn(
+                    run_id=self.run_id,
+                    thread_id=current.thread_id,
+                    turn=current.turn,
+                    epoch=self.epoch,
+                    request=request,
+                    deadline=self.deadline,
+                    existing=existing,
+                )
             )
+            if turn is None:
+                return self.fenced("the lease was lost during the turn")
             if isinstance(turn, TurnSuspended):
                 return await self.suspend()
             if isinstance(turn, TurnFailed):
@@ -261,6 +267,25 @@ class _Drive:
             if isinstance(committed, RunResult):
                 return committed
             history.append(turn.message)
+
+    async def run_turn_while_leased(
+        self, turn: Coroutine[Any, Any, TurnOutcome]
+    ) -> TurnOutcome | None:
+        """Run the turn, abandoning it (None) as soon as a renewal finds the lease gone: a
+        model call that can never be committed is not worth paying for."""
+        turn_task = asyncio.ensure_future(turn)
+        lost_task = asyncio.ensure_future(self.keeper.lost.wait())
+        try:
+            await asyncio.wait({turn_task, lost_task}, return_when=asyncio.FIRST_COMPLETED)
+            if turn_task.done():
+                return turn_task.result()
+            return None
+        finally:
+            for task in (turn_task, lost_task):
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
 
     def request(self, run: RunState, history: Sequence[Message]) -> ModelRequest:
         settings = run.settings

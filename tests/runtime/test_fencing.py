@@ -113,3 +113,35 @@ async def test_zombie_is_fenced_on_its_commit(env: Env) -> None:
     assert effects.all() == ["add:0"]
     run = await env.threads.get_run("r1")
     assert run.status == RunStatus.COMPLETED and run.usage.input_tokens == 14  # live only
+
+
+async def test_a_lost_lease_abandons_the_model_call_at_once(env: Env) -> None:
+    turns = tool_turns(1)
+    paused = asyncio.Event()
+
+    async def pause(turn: int, index: int) -> None:
+        if index == 3:
+            paused.set()
+            await asyncio.Event().wait()  # a stream that would never end on its own
+
+    effects = Effects()
+    zombie = build_loop(
+        env.threads,
+        env.checkpoints,
+        TurnAwareProvider(turns, pause=pause),
+        adding_registry(effects),
+        worker="zombie",
+        clock=env.clock,
+        renew_every=0.02,
+    )
+    zombie_task = asyncio.create_task(zombie.run("r1"))
+    await paused.wait()
+    env.clock.advance(LEASE + 1)
+    await env.threads.claim_run("r1", worker="live", lease_seconds=LEASE)
+    # The zombie's next renewal finds epoch 2: it stops streaming and reports itself fenced.
+    async with asyncio.timeout(30):
+        result = await zombie_task
+    assert result.end == RunEnd.FENCED and "lease was lost" in result.detail
+    run = await env.threads.get_run("r1")
+    assert (run.lease.owner, run.lease.epoch, run.turn) == ("live", 2, 0)
+    assert await env.threads.load_messages("t1") == [Message.user(PROMPT)]
