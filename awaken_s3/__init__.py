@@ -1,6 +1,7 @@
 """awaken-s3: streaming LLM turns that survive the death of their process.
 
-The S3, filesystem and synchronous stores are imported on first use: loading
+The S3, filesystem and synchronous stores and the provider adapters are
+imported on first use: loading
 aioboto3 costs ~0.4 s, which a caller that only plans recoveries (or a Lambda
 cold start that never touches S3) should not pay.
 """
@@ -41,6 +42,13 @@ from awaken_s3.streaming.runner import NOT_LOADED, TurnRunner
 from awaken_s3.streaming.scripted import ScriptedProvider
 
 if TYPE_CHECKING:
+    from awaken_s3.providers import (
+        AnthropicProvider,
+        BedrockConverseProvider,
+        OpenAIChatProvider,
+        ProviderSettings,
+        build_provider,
+    )
     from awaken_s3.stores.fs import FsStreamCheckpointStore
     from awaken_s3.stores.s3 import S3StreamCheckpointStore
     from awaken_s3.stores.sync import SyncStreamCheckpointStore
@@ -49,6 +57,11 @@ _LAZY = {
     "FsStreamCheckpointStore": "awaken_s3.stores.fs",
     "S3StreamCheckpointStore": "awaken_s3.stores.s3",
     "SyncStreamCheckpointStore": "awaken_s3.stores.sync",
+    "AnthropicProvider": "awaken_s3.providers",
+    "BedrockConverseProvider": "awaken_s3.providers",
+    "OpenAIChatProvider": "awaken_s3.providers",
+    "ProviderSettings": "awaken_s3.providers",
+    "build_provider": "awaken_s3.providers",
 }
 
 
@@ -63,6 +76,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "NOT_LOADED",
+    "AnthropicProvider",
+    "BedrockConverseProvider",
     "CheckpointCorrupt",
     "CheckpointFenced",
     "CheckpointPolicy",
@@ -75,9 +90,11 @@ __all__ = [
     "InvalidIdError",
     "Message",
     "ModelRequest",
+    "OpenAIChatProvider",
     "PartialToolCall",
     "Provider",
     "ProviderCapabilities",
+    "ProviderSettings",
     "RecoveryPlan",
     "RetryPolicy",
     "S3StreamCheckpointStore",
@@ -99,5 +116,6 @@ __all__ = [
     "TurnRunner",
     "TurnSuspended",
     "Usage",
+    "build_provider",
     "plan_recovery",
 ]
