@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
 
@@ -18,15 +17,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.command == "demo":
-        print(
-            "awaken-s3 demo: the end-to-end demo is not built yet "
-            "(it lands with the run loop and the handlers).",
-            file=sys.stderr,
-        )
-        return 2
-    return 1
+        try:
+            from awaken_s3.demo.scenario import run_demo
+        except ModuleNotFoundError as exc:
+            parser.error(
+                f"the demo needs the 'demo' extra ({exc.name} is missing): "
+                "pip install 'awaken-s3[demo]'"
+            )
+        return run_demo()
+    return 2
 
 
 if __name__ == "__main__":
