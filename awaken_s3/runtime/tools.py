@@ -183,6 +183,10 @@ async def execute_tool_call(
         return ToolResultBlock(tool_use_id=call.id, content=problem or "", is_error=True)
 
     record, fresh = await store.claim_tool_call(run_id, call.id, name=call.name, epoch=epoch)
+    if not fresh and record.status == ToolCallStatus.CLAIMED and record.epoch == epoch:
+        # Claimed by this very lease epoch: our own claim, whose response was lost and
+        # retried. An epoch is one invocation, which has not run this call yet.
+        fresh = True
     if not fresh:
         if record.status == ToolCallStatus.FINISHED:
             return ToolResultBlock(

@@ -323,6 +323,11 @@ class DynamoThreadStore:
                 raise ThreadStoreError(f"create_run {run_id}: {exc}") from exc
             codes = parse_reason_codes(exc.response.get("CancellationReasons", []))
             if codes and codes[0] == "ConditionalCheckFailed":
+                existing = await self.get_run(run_id)
+                if rules.same_run_request(
+                    existing, thread_id=thread_id, owner=owner, settings=settings
+                ):
+                    return existing
                 raise RunExists(f"run {run_id} already exists") from exc
             raise ThreadMovedOn(f"thread {thread_id} changed while creating run {run_id}") from exc
         return run
@@ -366,6 +371,7 @@ class DynamoThreadStore:
         update: str,
         values: dict[str, Any],
         only_if_not_ended: bool = False,
+        applied: Callable[[RunState], bool] | None = None,
     ) -> RunState:
         """An update that holds only while ``worker`` at ``epoch`` holds the lease.
 
@@ -409,6 +415,8 @@ class DynamoThreadStore:
             current = codec.decode_run(old)
             if rules.holds_lease(current, worker, epoch):
                 raise _RunEnded(current) from exc
+            if applied is not None and applied(current):
+                return current  # an earlier attempt whose response was lost did it
             raise LeaseLost(
                 f"run {run_id} is leased by {current.lease.owner!r} at epoch "
                 f"{current.lease.epoch}, not {worker!r} at {epoch}"
@@ -438,6 +446,7 @@ class DynamoThreadStore:
                 update=release.replace("SET ", "SET #status = :status, "),
                 values={":zero": n_attr(0), ":status": s_attr(status.value)},
                 only_if_not_ended=True,
+                applied=lambda run: rules.release_applied(run, epoch=epoch, status=status),
             )
         except _RunEnded:
             # The run ended meanwhile (a cancel): keep that status, just let the lease go.
@@ -467,6 +476,7 @@ class DynamoThreadStore:
                 update=update + " REMOVE lease_owner",
                 values=values,
                 only_if_not_ended=True,
+                applied=lambda run: rules.release_applied(run, epoch=epoch, status=status),
             )
         except _RunEnded as ended:
             # Already terminal (cancelled by the API): that outcome stands; drop the lease.
@@ -615,6 +625,9 @@ class DynamoThreadStore:
             }
         }
         if await self._with_lease_check(run_id, epoch, update) is not None:
+            current = await self.get_tool_call(run_id, tool_use_id)
+            if current is not None and rules.tool_reclaim_applied(current, epoch=epoch):
+                return current
             raise ToolCallConflict(
                 f"tool call {tool_use_id} is no longer held by epoch {previous_epoch}"
             )
@@ -668,9 +681,16 @@ class DynamoThreadStore:
                     ":epoch": n_attr(epoch),
                 },
                 ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
             if _code(exc) == "ConditionalCheckFailedException":
+                old: Any = exc.response.get("Item")
+                current = codec.decode_tool(old) if old else None
+                if current is not None and rules.tool_finish_applied(
+                    current, epoch=epoch, content=content, is_error=is_error
+                ):
+                    return current
                 raise ToolCallConflict(
                     f"tool call {tool_use_id} is not held by epoch {epoch}"
                 ) from exc

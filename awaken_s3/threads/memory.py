@@ -87,7 +87,12 @@ class InMemoryThreadStore:
         validate_run_id(run_id)
         async with self._lock:
             thread = await self.get_thread(thread_id, owner=owner)
-            if run_id in self._runs:
+            existing = self._runs.get(run_id)
+            if existing is not None:
+                if rules.same_run_request(
+                    existing, thread_id=thread_id, owner=owner, settings=settings
+                ):
+                    return existing
                 raise RunExists(f"run {run_id} already exists")
             now = self._clock()
             start = thread.message_count
@@ -131,11 +136,18 @@ class InMemoryThreadStore:
             return claimed
 
     async def _update_leased(
-        self, run_id: str, worker: str, epoch: int, change: Callable[[RunState, float], RunState]
+        self,
+        run_id: str,
+        worker: str,
+        epoch: int,
+        change: Callable[[RunState, float], RunState],
+        applied: Callable[[RunState], bool] | None = None,
     ) -> RunState:
         async with self._lock:
             run = await self.get_run(run_id)
             if not rules.holds_lease(run, worker, epoch):
+                if applied is not None and applied(run):
+                    return run
                 raise LeaseLost(
                     f"run {run_id} is leased by {run.lease.owner!r} at epoch {run.lease.epoch}"
                 )
@@ -160,7 +172,10 @@ class InMemoryThreadStore:
             keep = run.status if run.status.terminal else status
             return run.with_(lease=Lease(None, epoch, 0.0), status=keep, updated_at=now)
 
-        return await self._update_leased(run_id, worker, epoch, change)
+        def applied(run: RunState) -> bool:
+            return rules.release_applied(run, epoch=epoch, status=status)
+
+        return await self._update_leased(run_id, worker, epoch, change, applied)
 
     async def finish_run(
         self,
@@ -178,7 +193,10 @@ class InMemoryThreadStore:
                 return run.with_(lease=released, updated_at=now)
             return run.with_(lease=released, status=status, error=error, updated_at=now)
 
-        return await self._update_leased(run_id, worker, epoch, change)
+        def applied(run: RunState) -> bool:
+            return rules.release_applied(run, epoch=epoch, status=status)
+
+        return await self._update_leased(run_id, worker, epoch, change, applied)
 
     async def cancel_run(self, run_id: str) -> RunState:
         async with self._lock:
@@ -253,6 +271,8 @@ class InMemoryThreadStore:
             if run.lease.epoch != epoch:
                 raise LeaseLost(f"run {run_id} is at epoch {run.lease.epoch}, not {epoch}")
             record = self._tools.get((run_id, tool_use_id))
+            if record is not None and rules.tool_reclaim_applied(record, epoch=epoch):
+                return record
             if record is None or not rules.can_reclaim_tool(record, previous_epoch=previous_epoch):
                 raise ToolCallConflict(
                     f"tool call {tool_use_id} is no longer held by epoch {previous_epoch}"
@@ -273,6 +293,10 @@ class InMemoryThreadStore:
     ) -> ToolCallRecord:
         async with self._lock:
             record = self._tools.get((run_id, tool_use_id))
+            if record is not None and rules.tool_finish_applied(
+                record, epoch=epoch, content=content, is_error=is_error
+            ):
+                return record
             if record is None or not rules.can_finish_tool(record, epoch=epoch):
                 raise ToolCallConflict(f"tool call {tool_use_id} is not held by epoch {epoch}")
             done = ToolCallRecord(

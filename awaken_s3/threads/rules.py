@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from awaken_s3.threads.models import (
     Lease,
+    RunSettings,
     RunState,
     RunStatus,
     ToolCallRecord,
@@ -73,3 +74,41 @@ def can_reclaim_tool(record: ToolCallRecord, *, previous_epoch: int) -> bool:
 
 def can_finish_tool(record: ToolCallRecord, *, epoch: int) -> bool:
     return record.status == ToolCallStatus.CLAIMED and record.epoch == epoch
+
+
+# -- "did my earlier attempt already do this?"
+#
+# A write whose response was lost is retried (by botocore or by us); the retry's condition
+# then fails *because the first attempt landed*. These predicates recognise that state, so
+# the retry reports success instead of a conflict.
+
+
+def release_applied(run: RunState, *, epoch: int, status: RunStatus) -> bool:
+    """``run`` is what a release (or finish) to ``status`` by ``epoch`` leaves behind."""
+    return (
+        run.lease.owner is None
+        and run.lease.epoch == epoch
+        and (run.status == status or run.status.terminal)
+    )
+
+
+def tool_reclaim_applied(record: ToolCallRecord, *, epoch: int) -> bool:
+    return record.status == ToolCallStatus.CLAIMED and record.epoch == epoch
+
+
+def tool_finish_applied(
+    record: ToolCallRecord, *, epoch: int, content: str, is_error: bool
+) -> bool:
+    return (
+        record.status == ToolCallStatus.FINISHED
+        and record.epoch == epoch
+        and record.content == content
+        and record.is_error == is_error
+    )
+
+
+def same_run_request(
+    existing: RunState, *, thread_id: str, owner: str, settings: RunSettings
+) -> bool:
+    """A create_run repeating an earlier one (an API retry): answered with the same run."""
+    return (existing.thread_id, existing.owner, existing.settings) == (thread_id, owner, settings)

@@ -52,6 +52,7 @@ def check_thread(messages: list[Message], effects: list[str], turns: int) -> Cou
         else:
             assert counts[f"add:{t}"] == 1, (t, counts)
     expected = expected_thread(PROMPT, tool_turns(turns), results)
-    assert messages == expected
+    for got, want in zip(messages, expected, strict=True):
+        assert got == want, (got, want)
     assert all(r == OUTCOME_UNKNOWN or r == str(t + 1) for t, r in enumerate(results))
     return counts

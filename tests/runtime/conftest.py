@@ -19,6 +19,7 @@ from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.runner import TurnRunner
 from awaken_s3.threads import InMemoryThreadStore, RunSettings
 from awaken_s3.threads.base import ThreadStore
+from tests.runtime.serial_moto import serial_moto
 from tests.threads.backends import FakeClock, aws_clients, dynamo_store, fresh_target
 
 SETTINGS = RunSettings(model="scripted-1", system="be brief", tools=("add",), max_turns=10)
@@ -32,6 +33,13 @@ FAST_RETRY = RetryPolicy(base_delay=0.0, max_delay=0.0, max_interruptions=5)
 def moto_server() -> Iterator[MotoServer]:
     with MotoServer.start() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def race_moto() -> Iterator[str]:
+    """moto applying one request at a time, for tests where workers race (see serial_moto)."""
+    with serial_moto() as url:
+        yield url
 
 
 @pytest.fixture

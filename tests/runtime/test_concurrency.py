@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from awaken_s3.local.moto import MotoServer
 from awaken_s3.threads import RunStatus
 from tests.runtime.aws import check_thread, final_state, seeded_target
 from tests.runtime.scripts import Effects
@@ -42,10 +41,8 @@ def configs(target: object, effects: Path, n: int, **kw: object) -> list[WorkerC
     ]
 
 
-async def test_asyncio_workers_hand_over_at_deadlines(
-    moto_server: MotoServer, tmp_path: Path
-) -> None:
-    target = await seeded_target(moto_server.endpoint_url)
+async def test_asyncio_workers_hand_over_at_deadlines(race_moto: str, tmp_path: Path) -> None:
+    target = await seeded_target(race_moto)
     effects = tmp_path / "effects"
     # Short invocations: every worker keeps suspending and re-claiming, like SQS redeliveries.
     workers = configs(target, effects, 4, invocation_seconds=0.15, event_delay=0.005)
@@ -62,9 +59,9 @@ async def test_asyncio_workers_hand_over_at_deadlines(
 
 
 async def test_asyncio_workers_with_expiring_leases_fence_the_zombies(
-    moto_server: MotoServer, tmp_path: Path
+    race_moto: str, tmp_path: Path
 ) -> None:
-    target = await seeded_target(moto_server.endpoint_url)
+    target = await seeded_target(race_moto)
     effects = tmp_path / "effects"
     # No renewal and a lease shorter than a turn: leases expire mid-turn, another worker
     # takes over from the checkpoint, and the old holder must be fenced.
@@ -74,15 +71,15 @@ async def test_asyncio_workers_with_expiring_leases_fence_the_zombies(
     total = sum(ends, Counter())
     print("invocation ends:", dict(total))
     run, messages, checkpoint = await final_state(target)
-    assert run.status == RunStatus.COMPLETED
+    assert run.status == RunStatus.COMPLETED, run.error
     check_thread(messages, Effects(str(effects)).all(), TURNS)
     assert checkpoint is None
     assert total["completed"] == 1 and total["fenced"] >= 1
 
 
 @pytest.mark.slow
-def test_os_processes_race_one_run(moto_server: MotoServer, tmp_path: Path) -> None:
-    target = asyncio.run(seeded_target(moto_server.endpoint_url))
+def test_os_processes_race_one_run(race_moto: str, tmp_path: Path) -> None:
+    target = asyncio.run(seeded_target(race_moto))
     effects = tmp_path / "effects"
     # Short invocations and leases that expire mid-turn: claims, takeovers and fencing all
     # happen between processes.

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from awaken_s3.local.moto import MotoServer
 from awaken_s3.messages import Message
 from awaken_s3.runtime.loop import RunEnd
 from awaken_s3.stores.s3 import S3StreamCheckpointStore
@@ -38,8 +37,8 @@ class Env:
 
 
 @pytest.fixture
-async def env(moto_server: MotoServer) -> AsyncIterator[Env]:
-    url = moto_server.endpoint_url
+async def env(race_moto: str) -> AsyncIterator[Env]:
+    url = race_moto
     async with aws_clients(url) as (db, s3):
         target = await fresh_target(db, s3, url)
         clock = FakeClock()

@@ -9,6 +9,7 @@ handler sees exactly what it would see from the network.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 from aiobotocore.awsrequest import AioAWSResponse
@@ -74,3 +75,35 @@ class FaultInjector:
             await response.content
             raise ReadTimeoutError(endpoint_url=request.url)
         raise AssertionError(f"unknown fault {fault}")
+
+
+class LostResponses:
+    """Every ``every``-th write on ``client`` reaches the server, then its response is lost.
+
+    botocore retries it (a connection error); every write must recognise its own earlier
+    attempt on the retry, or the run ends up with a duplicate, a spurious conflict or a loss.
+    """
+
+    WRITES = ("TransactWriteItems", "UpdateItem", "PutItem")
+
+    def __init__(self, client: Any, every: int, operations: tuple[str, ...] = WRITES) -> None:
+        self.client = client
+        self.every = every
+        self.writes = 0
+        self.lost: Counter[str] = Counter()
+        for operation in operations:
+            client.meta.events.register(
+                f"before-send.dynamodb.{operation}", self._handler(operation)
+            )
+
+    def _handler(self, operation: str) -> Any:
+        async def handle(request: Any, **kwargs: Any) -> None:
+            self.writes += 1
+            if self.writes % self.every:
+                return
+            self.lost[operation] += 1
+            response = await self.client._endpoint.http_session.send(request)
+            await response.content
+            raise ReadTimeoutError(endpoint_url=request.url)
+
+        return handle

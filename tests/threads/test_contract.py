@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from awaken_s3.messages import Message
@@ -61,8 +63,16 @@ async def test_create_run_appends_prompt_and_queues(store: ThreadStore) -> None:
     assert stored.settings == SETTINGS
     assert (stored.thread_id, stored.owner, stored.status) == ("t1", OWNER, RunStatus.QUEUED)
     assert (await store.get_thread("t1")).message_count == 1
+    # Repeating the same request (an API retry) answers the same run and appends nothing...
+    again = await store.create_run(
+        "r1", thread_id="t1", owner=OWNER, settings=SETTINGS, messages=[Message.user("hello")]
+    )
+    assert again == stored and (await store.get_thread("t1")).message_count == 1
+    # ... while another request reusing the id is refused.
     with pytest.raises(RunExists):
-        await store.create_run("r1", thread_id="t1", owner=OWNER, settings=SETTINGS)
+        await store.create_run(
+            "r1", thread_id="t1", owner=OWNER, settings=dataclasses.replace(SETTINGS, model="x")
+        )
     with pytest.raises(ThreadNotFound):
         await store.create_run("r2", thread_id="t1", owner="mallory", settings=SETTINGS)
     with pytest.raises(RunNotFound):
@@ -277,10 +287,6 @@ async def test_tool_call_takeover_fences_the_old_claimer(
         ToolCallStatus.CLAIMED,
     )
     with pytest.raises(ToolCallConflict):
-        await store.reclaim_tool_call(
-            "r1", "call-1", epoch=new.lease.epoch, previous_epoch=old.lease.epoch
-        )
-    with pytest.raises(ToolCallConflict):
         await store.finish_tool_call(
             "r1", "call-1", epoch=old.lease.epoch, content="late", is_error=False
         )
@@ -295,3 +301,45 @@ async def test_large_message_round_trips(store: ThreadStore) -> None:
     await store.commit_turn(assistant_turn(run, big))
     messages = await store.load_messages("t1")
     assert messages[-1] == Message.assistant(big)
+
+
+async def test_repeating_a_write_that_already_landed_is_not_a_conflict(
+    store: ThreadStore,
+) -> None:
+    # What a retry after a lost response looks like: the same call, by the same epoch.
+    await new_run(store)
+    run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
+    epoch = run.lease.epoch
+    await store.claim_tool_call("r1", "c1", name="add", epoch=epoch)
+    for _ in range(2):
+        done = await store.finish_tool_call("r1", "c1", epoch=epoch, content="3", is_error=False)
+        assert done.status == ToolCallStatus.FINISHED and done.content == "3"
+    with pytest.raises(ToolCallConflict):  # a different result is not a repeat
+        await store.finish_tool_call("r1", "c1", epoch=epoch, content="4", is_error=False)
+    for _ in range(2):
+        released = await store.release_lease("r1", worker="w1", epoch=epoch)
+        assert released.status == RunStatus.SUSPENDED and released.lease.owner is None
+    run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
+    error = ClassifiedError("x", "y", retryable=False)
+    for _ in range(2):
+        finished = await store.finish_run(
+            "r1", worker="w1", epoch=run.lease.epoch, status=RunStatus.FAILED, error=error
+        )
+        assert finished.status == RunStatus.FAILED and finished.error == error
+
+
+async def test_repeated_takeover_of_a_tool_call_is_not_a_conflict(
+    store: ThreadStore, clock: FakeClock
+) -> None:
+    await new_run(store)
+    old = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
+    await store.claim_tool_call("r1", "c1", name="add", epoch=old.lease.epoch)
+    clock.advance(LEASE + 1)
+    new = await store.claim_run("r1", worker="w2", lease_seconds=LEASE)
+    first = await store.reclaim_tool_call(
+        "r1", "c1", epoch=new.lease.epoch, previous_epoch=old.lease.epoch
+    )
+    second = await store.reclaim_tool_call(
+        "r1", "c1", epoch=new.lease.epoch, previous_epoch=old.lease.epoch
+    )
+    assert first == second and second.attempts == 2
