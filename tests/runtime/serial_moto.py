@@ -41,8 +41,11 @@ def serial_app(app: Any) -> Any:
 
 
 def main() -> None:
-    from moto.moto_server.threaded_moto_server import MotoRequestHandler
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
     from werkzeug.serving import run_simple
 
     port = int(sys.argv[1])
