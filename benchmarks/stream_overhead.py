@@ -120,7 +120,8 @@ async def s3_client(endpoint: str, latency: float, counts: dict[str, int]) -> As
             counts[operation] = counts.get(operation, 0) + 1
             await asyncio.sleep(latency)
 
-        client.meta.events.register("before-send.s3.*", network_latency)
+        # aiobotocore awaits coroutine handlers; botocore's stubs only know sync ones.
+        client.meta.events.register("before-send.s3.*", network_latency)  # type: ignore[arg-type]
         yield client
 
 

@@ -52,7 +52,8 @@ class Fail:
 
 @dataclass(frozen=True)
 class Hook:
-    action: Callable[[], None]
+    #: its return value is ignored
+    action: Callable[[], object]
 
 
 ScriptStep = StreamEvent | Drop | Stall | Fail | Hook

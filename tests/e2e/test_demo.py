@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -66,7 +67,7 @@ def test_the_check_accepts_the_right_outcome() -> None:
         ({"killed_at_chars": 0}, "mid-stream"),
     ],
 )
-def test_the_check_flags_a_wrong_thread(change: dict[str, object], complaint: str) -> None:
+def test_the_check_flags_a_wrong_thread(change: dict[str, Any], complaint: str) -> None:
     import dataclasses
 
     problems = check(dataclasses.replace(_good(), **change))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from awaken_s3.providers.classify import (
@@ -63,7 +65,11 @@ def test_http_classes(
 
 
 def test_prefill_rejection_needs_a_trailing_assistant_message() -> None:
-    common = {"status": 400, "error_type": "invalid_request_error", "provider": "anthropic"}
+    common: dict[str, Any] = {
+        "status": 400,
+        "error_type": "invalid_request_error",
+        "provider": "anthropic",
+    }
     rejected = classify_http_error(message=PREFILL_MSG, sent_prefill=True, **common)
     assert isinstance(rejected, PrefillRejected)
     assert isinstance(rejected, PermanentProviderError)

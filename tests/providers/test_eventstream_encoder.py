@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from botocore.eventstream import ChecksumMismatch, EventStreamBuffer
@@ -14,7 +15,9 @@ def test_botocore_decodes_event_and_exception_frames() -> None:
     buffer = EventStreamBuffer()
     buffer.add_data(event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "é"}}))
     buffer.add_data(exception("throttlingException", "slow down"))
-    first, second = list(buffer)
+    # botocore-stubs mistypes EventStreamMessage.headers as int.
+    messages: list[Any] = list(buffer)
+    first, second = messages
     assert first.headers == {
         ":event-type": "contentBlockDelta",
         ":content-type": "application/json",

@@ -8,6 +8,7 @@ from awaken_s3.streaming.accumulator import StreamAccumulator
 from awaken_s3.streaming.continuation import SEAM_WINDOW
 from awaken_s3.streaming.events import (
     StopEvent,
+    StreamEvent,
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
@@ -86,7 +87,8 @@ def test_incomplete_calls_never_reach_the_message() -> None:
 
 def test_arguments_after_the_end_are_ignored() -> None:
     acc = StreamAccumulator()
-    for event in [ToolCallStart(0, "c", "n"), ToolCallDelta(0, "{}"), ToolCallEnd(0)]:
+    events: list[StreamEvent] = [ToolCallStart(0, "c", "n"), ToolCallDelta(0, "{}"), ToolCallEnd(0)]
+    for event in events:
         acc.apply(event)
     acc.apply(ToolCallDelta(0, "garbage"))
     assert acc.tool_calls[0].arguments == "{}"

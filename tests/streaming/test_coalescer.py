@@ -44,7 +44,12 @@ class GatedStore(CountingStore):
 
 class Harness:
     def __init__(
-        self, store: CountingStore, policy: CheckpointPolicy, *, epoch: int = 1, version=None
+        self,
+        store: CountingStore,
+        policy: CheckpointPolicy,
+        *,
+        epoch: int = 1,
+        version: str | None = None,
     ) -> None:
         self.acc = StreamAccumulator()
         self.clock = FakeClock()

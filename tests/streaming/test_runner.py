@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 import pytest
@@ -15,7 +15,7 @@ from awaken_s3.streaming import errors as e
 from awaken_s3.streaming.coalescer import CheckpointPolicy
 from awaken_s3.streaming.continuation import CONTINUE_INSTRUCTION
 from awaken_s3.streaming.events import StreamEvent, TextDelta, UsageEvent
-from awaken_s3.streaming.outcome import TurnCompleted, TurnFailed, TurnSuspended
+from awaken_s3.streaming.outcome import TurnCompleted, TurnFailed, TurnOutcome, TurnSuspended
 from awaken_s3.streaming.provider import ModelRequest, ProviderCapabilities
 from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.runner import ATTEMPT_LOST, TurnRunner
@@ -181,10 +181,10 @@ async def test_after_an_r1_resume_checkpoints_hold_prefix_plus_new_text(
 
 
 async def crash_after(
-    provider_events: int, runner_coro: object, provider: ScriptedProvider
+    provider_events: int, runner_coro: Awaitable[TurnOutcome], provider: ScriptedProvider
 ) -> None:
     """Run until the provider handed out ``provider_events`` events, then kill the task."""
-    task = asyncio.ensure_future(runner_coro)  # type: ignore[arg-type]
+    task = asyncio.ensure_future(runner_coro)
     await eventually(lambda: provider.events_sent >= provider_events or task.done())
     for _ in range(5):  # let the background puts of those events land
         await asyncio.sleep(0)

@@ -14,6 +14,7 @@ from awaken_s3.streaming.scripted import (
     Fail,
     ScriptedProvider,
     ScriptsExhausted,
+    ScriptStep,
     Stall,
     interleave,
     text_turn,
@@ -55,7 +56,8 @@ async def test_a_drop_raises_after_the_events_before_it() -> None:
 async def test_a_fail_step_raises_the_given_error_before_or_mid_stream(
     error: e.ProviderError,
 ) -> None:
-    for script in ([Fail(error)], [TextDelta("x"), Fail(error)]):
+    scripts: list[list[ScriptStep]] = [[Fail(error)], [TextDelta("x"), Fail(error)]]
+    for script in scripts:
         with pytest.raises(type(error)) as raised:
             await collect(ScriptedProvider([script]))
         assert raised.value.retry_after == error.retry_after

@@ -7,6 +7,7 @@ and reads back what a recorded request asked for.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +59,7 @@ class Dialect:
     def end(self, stop: str) -> list[Part]:
         raise NotImplementedError
 
-    def stream(self, *pieces: list[Part]) -> Scripted:
+    def stream(self, *pieces: Sequence[Part]) -> Scripted:
         raise NotImplementedError
 
     def overloaded_in_stream(self) -> Part:
@@ -123,7 +124,7 @@ class AnthropicDialect(Dialect):
     def end(self, stop: str) -> list[Part]:
         return list(aw.message_end(stop))
 
-    def stream(self, *pieces: list[Part]) -> Scripted:
+    def stream(self, *pieces: Sequence[Part]) -> Scripted:
         return aw.stream(*[p for piece in pieces for p in piece])
 
     def overloaded_in_stream(self) -> Part:
@@ -173,7 +174,7 @@ class OpenAIDialect(Dialect):
         reason = {"end_turn": "stop", "tool_use": "tool_calls"}[stop]
         return [ow.finish(reason), ow.usage(10, 5), ow.DONE]
 
-    def stream(self, *pieces: list[Part]) -> Scripted:
+    def stream(self, *pieces: Sequence[Part]) -> Scripted:
         return ow.stream(*[p for piece in pieces for p in piece])
 
     def overloaded_in_stream(self) -> Part:
@@ -234,7 +235,7 @@ class BedrockDialect(Dialect):
     def end(self, stop: str) -> list[Part]:
         return [bw.message_stop(stop), bw.metadata(10, 5)]
 
-    def stream(self, *pieces: list[Part]) -> Scripted:
+    def stream(self, *pieces: Sequence[Part]) -> Scripted:
         return bw.stream(*[p for piece in pieces for p in piece])
 
     def overloaded_in_stream(self) -> Part:
