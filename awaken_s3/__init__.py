@@ -1,9 +1,8 @@
 """awaken-s3: streaming LLM turns that survive the death of their process.
 
-The S3, filesystem and synchronous stores and the provider adapters are
-imported on first use: loading
-aioboto3 costs ~0.4 s, which a caller that only plans recoveries (or a Lambda
-cold start that never touches S3) should not pay.
+The S3, filesystem and synchronous stores, the provider adapters, the thread
+stores and the run loop are imported on first use: loading aioboto3 costs
+~0.4 s, which a caller that only plans recoveries should not pay.
 """
 
 from __future__ import annotations
@@ -49,9 +48,23 @@ if TYPE_CHECKING:
         ProviderSettings,
         build_provider,
     )
+    from awaken_s3.runtime import RunEnd, RunLoop, RunResult, Tool, ToolRegistry
     from awaken_s3.stores.fs import FsStreamCheckpointStore
     from awaken_s3.stores.s3 import S3StreamCheckpointStore
     from awaken_s3.stores.sync import SyncStreamCheckpointStore
+    from awaken_s3.threads import (
+        DynamoThreadStore,
+        InMemoryThreadStore,
+        RunSettings,
+        RunState,
+        RunStatus,
+        Thread,
+        ThreadNotFound,
+        ThreadStore,
+        ThreadStoreError,
+        create_table,
+        dynamodb_client_config,
+    )
 
 _LAZY = {
     "FsStreamCheckpointStore": "awaken_s3.stores.fs",
@@ -62,6 +75,22 @@ _LAZY = {
     "OpenAIChatProvider": "awaken_s3.providers",
     "ProviderSettings": "awaken_s3.providers",
     "build_provider": "awaken_s3.providers",
+    "ThreadStore": "awaken_s3.threads",
+    "InMemoryThreadStore": "awaken_s3.threads",
+    "DynamoThreadStore": "awaken_s3.threads",
+    "RunSettings": "awaken_s3.threads",
+    "RunState": "awaken_s3.threads",
+    "RunStatus": "awaken_s3.threads",
+    "Thread": "awaken_s3.threads",
+    "ThreadStoreError": "awaken_s3.threads",
+    "ThreadNotFound": "awaken_s3.threads",
+    "create_table": "awaken_s3.threads",
+    "dynamodb_client_config": "awaken_s3.threads",
+    "RunLoop": "awaken_s3.runtime",
+    "RunResult": "awaken_s3.runtime",
+    "RunEnd": "awaken_s3.runtime",
+    "Tool": "awaken_s3.runtime",
+    "ToolRegistry": "awaken_s3.runtime",
 }
 
 
@@ -85,8 +114,10 @@ __all__ = [
     "CheckpointTooLarge",
     "ClassifiedError",
     "DroppedToolCall",
+    "DynamoThreadStore",
     "FsStreamCheckpointStore",
     "InMemoryStreamCheckpointStore",
+    "InMemoryThreadStore",
     "InvalidIdError",
     "Message",
     "ModelRequest",
@@ -97,6 +128,12 @@ __all__ = [
     "ProviderSettings",
     "RecoveryPlan",
     "RetryPolicy",
+    "RunEnd",
+    "RunLoop",
+    "RunResult",
+    "RunSettings",
+    "RunState",
+    "RunStatus",
     "S3StreamCheckpointStore",
     "ScriptedProvider",
     "StoreLocked",
@@ -107,6 +144,12 @@ __all__ = [
     "StreamCheckpointStore",
     "SyncStreamCheckpointStore",
     "TextBlock",
+    "Thread",
+    "ThreadNotFound",
+    "ThreadStore",
+    "ThreadStoreError",
+    "Tool",
+    "ToolRegistry",
     "ToolResultBlock",
     "ToolSpec",
     "ToolUseBlock",
@@ -117,5 +160,7 @@ __all__ = [
     "TurnSuspended",
     "Usage",
     "build_provider",
+    "create_table",
+    "dynamodb_client_config",
     "plan_recovery",
 ]
