@@ -14,7 +14,7 @@ from awaken_s3.providers.api_keys import ApiKey, reveal
 from awaken_s3.providers.classify import classify_http_error, error_fields
 from awaken_s3.providers.hints import parse_retry_after
 from awaken_s3.providers.prefill import PrefillOverride, default_claude_prefill, resolve_prefill
-from awaken_s3.providers.stream_state import ends_with_assistant
+from awaken_s3.providers.stream_state import ends_with_assistant, translate_stream
 from awaken_s3.streaming.errors import (
     ConnectionDropped,
     ProviderError,
@@ -147,26 +147,14 @@ class AnthropicProvider:
             if mapped is None:
                 raise
             raise mapped from exc
-        translator = AnthropicStreamTranslator()
         try:
-            while True:
-                try:
-                    event = await sdk_stream.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    mapped = map_anthropic_exception(exc, sent_prefill=sent_prefill)
-                    if mapped is None:
-                        raise
-                    if translator.stopped and isinstance(mapped, ConnectionDropped | StreamStalled):
-                        # Only message_stop was lost; the turn itself is whole.
-                        break
-                    raise mapped from exc
-                for out in translator.feed(event):
-                    yield out
+            async for event in translate_stream(
+                sdk_stream.__aiter__(),
+                AnthropicStreamTranslator(),
+                map_error=lambda exc: map_anthropic_exception(exc, sent_prefill=sent_prefill),
+                ended_early="the Anthropic stream ended before message_stop",
+                provider=NAME,
+            ):
+                yield event
         finally:
             await sdk_stream.close()
-        if not translator.stopped:
-            raise ConnectionDropped("the Anthropic stream ended before message_stop", provider=NAME)
-        for out in translator.finish():
-            yield out

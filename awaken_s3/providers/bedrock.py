@@ -28,7 +28,7 @@ from awaken_s3.providers.bedrock_format import ConverseStreamTranslator, build_c
 from awaken_s3.providers.classify import classify_bedrock_error
 from awaken_s3.providers.hints import parse_retry_after
 from awaken_s3.providers.prefill import PrefillOverride, default_claude_prefill, resolve_prefill
-from awaken_s3.providers.stream_state import ends_with_assistant
+from awaken_s3.providers.stream_state import ends_with_assistant, translate_stream
 from awaken_s3.streaming.errors import (
     AuthenticationFailed,
     ConnectionDropped,
@@ -160,24 +160,11 @@ class BedrockConverseProvider:
                 raise mapped from exc
             event_stream = response["stream"]
             stack.callback(event_stream.close)
-            translator = ConverseStreamTranslator()
-            iterator = event_stream.__aiter__()
-            while True:
-                try:
-                    event = await iterator.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    mapped = map_bedrock_exception(exc, sent_prefill=sent_prefill)
-                    if mapped is None:
-                        raise
-                    if translator.stopped and isinstance(mapped, ConnectionDropped | StreamStalled):
-                        # Only the metadata (usage) frame was lost; the turn is whole.
-                        break
-                    raise mapped from exc
-                for out in translator.feed(event):
-                    yield out
-        if not translator.stopped:
-            raise ConnectionDropped("the ConverseStream ended before messageStop", provider=NAME)
-        for out in translator.finish():
-            yield out
+            async for event in translate_stream(
+                event_stream.__aiter__(),
+                ConverseStreamTranslator(),
+                map_error=lambda exc: map_bedrock_exception(exc, sent_prefill=sent_prefill),
+                ended_early="the ConverseStream ended before messageStop",
+                provider=NAME,
+            ):
+                yield event

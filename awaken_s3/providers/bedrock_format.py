@@ -8,10 +8,14 @@ the translator reads those.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from awaken_s3.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from awaken_s3.providers.stream_state import ToolCallIndexer, rstrip_prefill
+from awaken_s3.providers.stream_state import (
+    ToolCallIndexer,
+    normalise_stop_reason,
+    rstrip_prefill,
+)
 from awaken_s3.streaming.events import (
     StopEvent,
     StreamEvent,
@@ -22,19 +26,6 @@ from awaken_s3.streaming.events import (
     UsageEvent,
 )
 from awaken_s3.streaming.provider import ModelRequest
-
-_STOP_REASONS: Final = {
-    "end_turn": "end_turn",
-    "tool_use": "tool_use",
-    "max_tokens": "max_tokens",
-    "stop_sequence": "stop_sequence",
-    "model_context_window_exceeded": "max_tokens",
-}
-
-
-def normalise_stop_reason(reason: str | None) -> str:
-    # guardrail_intervened and content_filtered fall under "other".
-    return _STOP_REASONS.get(reason or "", "other")
 
 
 def _block(block: TextBlock | ToolUseBlock | ToolResultBlock) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ from awaken_s3.providers.classify import classify_http_error, error_fields
 from awaken_s3.providers.hints import parse_retry_after
 from awaken_s3.providers.openai_format import OpenAIStreamTranslator, build_openai_request
 from awaken_s3.providers.prefill import PrefillOverride, resolve_prefill
-from awaken_s3.providers.stream_state import ends_with_assistant
+from awaken_s3.providers.stream_state import ends_with_assistant, translate_stream
 from awaken_s3.streaming.errors import (
     ConnectionDropped,
     ProviderError,
@@ -150,28 +150,14 @@ class OpenAIChatProvider:
             if mapped is None:
                 raise
             raise mapped from exc
-        translator = OpenAIStreamTranslator()
         try:
-            while True:
-                try:
-                    chunk = await sdk_stream.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    mapped = map_openai_exception(exc, sent_prefill=sent_prefill)
-                    if mapped is None:
-                        raise
-                    if translator.stopped and isinstance(mapped, ConnectionDropped | StreamStalled):
-                        # Only the usage chunk was lost; the turn itself is whole.
-                        break
-                    raise mapped from exc
-                for out in translator.feed(chunk):
-                    yield out
+            async for event in translate_stream(
+                sdk_stream.__aiter__(),
+                OpenAIStreamTranslator(),
+                map_error=lambda exc: map_openai_exception(exc, sent_prefill=sent_prefill),
+                ended_early="the chat completion stream ended before a finish_reason",
+                provider=NAME,
+            ):
+                yield event
         finally:
             await sdk_stream.close()
-        if not translator.stopped:
-            raise ConnectionDropped(
-                "the chat completion stream ended before a finish_reason", provider=NAME
-            )
-        for out in translator.finish():
-            yield out

@@ -1,15 +1,88 @@
-"""State shared by the stream translators (pure): tool-call index normalisation.
+"""What the three stream translators share.
 
 Providers number tool calls differently (Anthropic and Bedrock use the content
 block index, which counts text blocks too; OpenAI gives each call its own
 index). The common events use a 0-based tool-call index in stream order.
+:func:`translate_stream` is the one loop that pumps an SDK stream through a
+translator and maps its failures; the adapters differ only in what they pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Sequence
+from typing import Final, Protocol, TypeVar
 
 from awaken_s3.messages import Message, TextBlock
+from awaken_s3.streaming.errors import ConnectionDropped, ProviderError, StreamStalled
+from awaken_s3.streaming.events import StreamEvent
+
+_Item = TypeVar("_Item", contravariant=True)
+
+#: Claude's stop reasons, as both the Messages API and Bedrock Converse name them
+_CLAUDE_STOP_REASONS: Final = {
+    "end_turn": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "stop_sequence": "stop_sequence",
+    # The context window ran out mid-answer: a length stop like max_tokens.
+    "model_context_window_exceeded": "max_tokens",
+}
+
+
+def normalise_stop_reason(reason: str | None) -> str:
+    """Anthropic/Bedrock stop reason -> end_turn / tool_use / max_tokens / stop_sequence / other.
+
+    Bedrock's guardrail_intervened and content_filtered fall under "other".
+    """
+    return _CLAUDE_STOP_REASONS.get(reason or "", "other")
+
+
+class StreamTranslator(Protocol[_Item]):
+    """Turns one provider's stream items into common events (pure)."""
+
+    @property
+    def stopped(self) -> bool:
+        """The provider's stop marker arrived: the turn's content is whole."""
+        ...
+
+    def feed(self, item: _Item) -> Iterable[StreamEvent]: ...
+
+    def finish(self) -> Iterable[StreamEvent]: ...
+
+
+async def translate_stream(
+    items: AsyncIterator[_Item],
+    translator: StreamTranslator[_Item],
+    *,
+    map_error: Callable[[Exception], ProviderError | None],
+    ended_early: str,
+    provider: str,
+) -> AsyncIterator[StreamEvent]:
+    """Pump ``items`` through ``translator``, raising typed provider errors.
+
+    ``map_error`` returns None for an exception that is not the provider's (it
+    propagates as is). A stream that ends before its stop marker is a dropped
+    connection; a drop or stall *after* it lost only trailing metadata (usage),
+    so the turn still ends normally.
+    """
+    while True:
+        try:
+            item = await items.__anext__()
+        except StopAsyncIteration:
+            break
+        except Exception as exc:
+            mapped = map_error(exc)
+            if mapped is None:
+                raise
+            if translator.stopped and isinstance(mapped, ConnectionDropped | StreamStalled):
+                break
+            raise mapped from exc
+        for event in translator.feed(item):
+            yield event
+    if not translator.stopped:
+        raise ConnectionDropped(ended_early, provider=provider)
+    for event in translator.finish():
+        yield event
 
 
 class ToolCallIndexer:
