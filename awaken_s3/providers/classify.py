@@ -19,6 +19,7 @@ from awaken_s3.streaming.errors import (
     Overloaded,
     PrefillRejected,
     ProviderError,
+    QuotaExhausted,
     ServerError,
     StreamStalled,
     Throttled,
@@ -42,6 +43,8 @@ _TYPE_CLASSES: Final[dict[str, type[ProviderError]]] = {
     "context_length_exceeded": ContextOverflow,
     "string_above_max_length": ContextOverflow,
     "invalid_request_error": InvalidRequest,
+    # OpenAI answers an exhausted balance with a 429; retrying cannot cure it.
+    "insufficient_quota": QuotaExhausted,
 }
 
 _OVERFLOW_CODES: Final = frozenset(

@@ -73,6 +73,12 @@ class AuthenticationFailed(PermanentProviderError):
     code = "authentication_failed"
 
 
+class QuotaExhausted(PermanentProviderError):
+    """The account is out of credit or quota (a 429 that waiting does not cure)."""
+
+    code = "quota_exhausted"
+
+
 class ModelNotFound(PermanentProviderError):
     code = "model_not_found"
 

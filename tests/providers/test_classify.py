@@ -20,6 +20,7 @@ from awaken_s3.streaming.errors import (
     PermanentProviderError,
     PrefillRejected,
     ProviderError,
+    QuotaExhausted,
     RetryableProviderError,
     ServerError,
     StreamStalled,
@@ -133,3 +134,26 @@ def test_error_fields_reads_wrapped_and_bare_bodies() -> None:
     assert error_fields(openai_body) == ("requests", "rate_limit_exceeded", "slow")
     assert error_fields({"error": {"code": 500, "message": "x"}}) == (None, "500", "x")
     assert error_fields("text") == (None, None, None)
+
+
+def test_an_exhausted_quota_is_permanent_even_on_a_429() -> None:
+    error = classify_http_error(
+        status=429,
+        error_type="insufficient_quota",
+        error_code="insufficient_quota",
+        message="You exceeded your current quota",
+        provider="openai",
+        retry_after=5.0,
+    )
+    assert isinstance(error, QuotaExhausted)
+    assert not error.retryable
+    # An ordinary rate limit on the same status stays retryable.
+    limited = classify_http_error(
+        status=429,
+        error_type="requests",
+        error_code="rate_limit_exceeded",
+        message="m",
+        provider="p",
+    )
+    assert isinstance(limited, Throttled)
+    assert limited.retryable
