@@ -1,9 +1,28 @@
-"""The ``awaken-s3`` command line."""
+"""The ``awaken-s3`` command line.
+
+``demo`` runs the local end-to-end story. ``checkpoints show|list|clean`` are
+operators' tools against real or local AWS: they read ``AWAKEN_BUCKET``,
+``AWAKEN_TABLE`` and ``AWAKEN_CHECKPOINT_PREFIX``, and botocore's own
+credentials, region and ``AWS_ENDPOINT_URL``.
+"""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from awaken_s3.errors import CheckpointCorrupt, StreamCheckpointError
+from awaken_s3.ids import InvalidIdError, validate_run_id
+from awaken_s3.models import StoredCheckpoint
+from awaken_s3.settings import SettingsError, StorageSettings
+from awaken_s3.streaming.recovery import plan_recovery
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -13,7 +32,145 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="kill a worker mid-stream and resume the turn in a new process")
+
+    ckpt = sub.add_parser(
+        "checkpoints",
+        help="inspect, list and clean stream checkpoints (AWAKEN_BUCKET, AWAKEN_TABLE)",
+    )
+    ckpt_sub = ckpt.add_subparsers(dest="action", required=True)
+    show = ckpt_sub.add_parser("show", help="a run's checkpoint and the recovery plan it implies")
+    show.add_argument("run_id")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+    ckpt_sub.add_parser("list", help="every checkpoint, with its run's state and a verdict")
+    clean = ckpt_sub.add_parser(
+        "clean", help="delete stale checkpoints (committed turn, ended or missing run, corrupt)"
+    )
+    clean.add_argument(
+        "--older-than",
+        type=float,
+        metavar="HOURS",
+        help="also delete checkpoints of live runs untouched for this many hours",
+    )
+    clean.add_argument("--dry-run", action="store_true", help="say what would go, delete nothing")
     return parser
+
+
+@dataclass
+class _Stores:
+    settings: StorageSettings
+    checkpoints: Any
+    threads: Any
+
+
+@contextlib.asynccontextmanager
+async def _open_stores(settings: StorageSettings) -> AsyncIterator[_Stores]:
+    import aioboto3
+
+    from awaken_s3.stores.s3 import S3StreamCheckpointStore
+    from awaken_s3.threads.dynamo import DynamoThreadStore, dynamodb_client_config
+
+    session = aioboto3.Session()
+    async with (
+        session.client("s3") as s3,
+        session.client("dynamodb", config=dynamodb_client_config()) as db,
+    ):
+        yield _Stores(
+            settings,
+            S3StreamCheckpointStore(settings.bucket, prefix=settings.checkpoint_prefix, client=s3),
+            DynamoThreadStore(settings.table, client=db, s3_client=s3, bucket=settings.bucket),
+        )
+
+
+def _describe(stored: StoredCheckpoint, where: str) -> list[str]:
+    cp = stored.checkpoint
+    plan = plan_recovery(cp)
+    lines = [
+        f"run {cp.run_id}  ({where}, version {stored.version})",
+        f"  thread {cp.thread_id}, model {cp.model}, turn {cp.turn}, epoch {cp.epoch}, "
+        f"writer {cp.writer or '-'}",
+        f"  retry_count {cp.retry_count}, suspended {'yes' if cp.suspended else 'no'}, "
+        f"updated {cp.updated_at.isoformat(timespec='seconds')}",
+        f"  text: {len(cp.partial_text)} chars"
+        + (f", ending ...{cp.partial_text[-60:]!r}" if cp.partial_text else ""),
+    ]
+    for call in cp.tool_calls:
+        lines.append(
+            f"  tool call #{call.index} {call.name or '?'} ({call.id or 'no id'}): "
+            f"{'closed' if call.closed else 'open'}, {len(call.arguments)} chars of arguments"
+        )
+    lines.append(f"  recovery plan: {plan.kind}")
+    for dropped in plan.dropped:
+        lines.append(f"    drops #{dropped.index} {dropped.name or '?'}: {dropped.reason}")
+    return lines
+
+
+async def _show(stores: _Stores, run_id: str, as_json: bool) -> int:
+    try:
+        stored = await stores.checkpoints.get(run_id)
+    except CheckpointCorrupt as exc:
+        print(f"corrupt checkpoint: {exc}", file=sys.stderr)
+        return 1
+    if stored is None:
+        print(f"no checkpoint for run {run_id}", file=sys.stderr)
+        return 1
+    where = f"s3://{stores.settings.bucket}/{stores.checkpoints.key_for(run_id)}"
+    if as_json:
+        plan = plan_recovery(stored.checkpoint)
+        document = {
+            "location": where,
+            "version": stored.version,
+            "checkpoint": stored.checkpoint.model_dump(mode="json"),
+            "plan": plan.kind,
+            "dropped_tool_calls": [d.id for d in plan.dropped],
+        }
+        print(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        print("\n".join(_describe(stored, where)))
+    return 0
+
+
+async def _list(stores: _Stores) -> int:
+    from awaken_s3.maintenance import survey
+
+    count = 0
+    async for verdict in survey(stores.checkpoints, stores.threads, now=datetime.now(UTC)):
+        count += 1
+        turn = verdict.checkpoint.turn if verdict.checkpoint else "?"
+        run = (
+            f"run {verdict.run.status.value} at turn {verdict.run.turn}"
+            if verdict.run
+            else "no run"
+        )
+        judged = f"stale: {verdict.stale}" if verdict.stale else "live"
+        print(f"{verdict.run_id}  turn {turn}  {run}  {judged}")
+    print(f"{count} checkpoint(s)", file=sys.stderr)
+    return 0
+
+
+async def _clean(stores: _Stores, older_than: float | None, dry_run: bool) -> int:
+    from awaken_s3.maintenance import clean
+
+    max_age = timedelta(hours=older_than) if older_than is not None else None
+    results = await clean(
+        stores.checkpoints,
+        stores.threads,
+        now=datetime.now(UTC),
+        max_age=max_age,
+        dry_run=dry_run,
+    )
+    for item in results:
+        print(f"{item.verdict.run_id}  {item.action}  ({item.verdict.stale})")
+    print(f"{sum(r.action == 'deleted' for r in results)} deleted", file=sys.stderr)
+    return 0
+
+
+async def _checkpoints(args: argparse.Namespace, settings: StorageSettings) -> int:
+    async with _open_stores(settings) as stores:
+        if args.action == "show":
+            return await _show(stores, args.run_id, args.json)
+        if args.action == "list":
+            return await _list(stores)
+        return await _clean(stores, args.older_than, args.dry_run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,7 +185,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "pip install 'awaken-s3[demo]'"
             )
         return run_demo()
-    return 2
+    try:
+        settings = StorageSettings.from_env()
+        if args.action == "show":
+            validate_run_id(args.run_id)
+        if getattr(args, "older_than", None) is not None and args.older_than <= 0:
+            raise SettingsError("--older-than must be a positive number of hours")
+    except (SettingsError, InvalidIdError) as exc:
+        parser.error(str(exc))
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from awaken_s3.threads.errors import ThreadStoreError
+
+    try:
+        return asyncio.run(_checkpoints(args, settings))
+    except (StreamCheckpointError, ThreadStoreError, ClientError, BotoCoreError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

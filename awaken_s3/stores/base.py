@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Protocol, runtime_checkable
 
 from awaken_s3.models import StoredCheckpoint, StreamCheckpoint
@@ -26,4 +27,19 @@ class StreamCheckpointStore(Protocol):
 
     async def delete(self, run_id: str, *, expected_version: str | None = None) -> None:
         """Idempotent; conditional when ``expected_version`` is given."""
+        ...
+
+
+@runtime_checkable
+class ListableCheckpointStore(StreamCheckpointStore, Protocol):
+    """A store that can enumerate its checkpoints (for operators' list and clean).
+
+    Not part of the streaming path: a worker only ever addresses its own run.
+    """
+
+    def list_run_ids(self) -> AsyncIterator[str]:
+        """Run ids that have a checkpoint, in no promised order.
+
+        Objects whose names are not a valid run id's are skipped: they are not ours.
+        """
         ...

@@ -22,7 +22,7 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Final, TypeVar
@@ -33,7 +33,7 @@ from awaken_s3.errors import (
     StoreLocked,
     StreamCheckpointError,
 )
-from awaken_s3.ids import validate_run_id
+from awaken_s3.ids import InvalidIdError, validate_run_id
 from awaken_s3.models import (
     DEFAULT_MAX_CHECKPOINT_BYTES,
     StoredCheckpoint,
@@ -131,6 +131,16 @@ class FsStreamCheckpointStore:
         validate_run_id(run_id)
         await self._run("delete", run_id, lambda: self._delete(run_id, expected_version))
 
+    async def list_run_ids(self) -> AsyncIterator[str]:
+        names = await self._run("list", None, lambda: sorted(os.listdir(self.directory)))
+        for name in names:
+            if not name.endswith(SUFFIX):
+                continue
+            try:
+                yield validate_run_id(name[: -len(SUFFIX)])
+            except InvalidIdError:
+                continue
+
     def close(self) -> None:
         """Release the directory lock. Idempotent."""
         with self._mutex:
@@ -168,7 +178,7 @@ class FsStreamCheckpointStore:
     def path_for(self, run_id: str) -> Path:
         return self.directory / f"{validate_run_id(run_id)}{SUFFIX}"
 
-    async def _run(self, operation: str, run_id: str, work: Callable[[], _T]) -> _T:
+    async def _run(self, operation: str, run_id: str | None, work: Callable[[], _T]) -> _T:
         def locked() -> _T:
             with self._mutex:
                 if self._closed:
@@ -180,9 +190,9 @@ class FsStreamCheckpointStore:
         try:
             return await asyncio.to_thread(locked)
         except OSError as exc:
+            what = f"checkpoint for run {run_id}" if run_id else "checkpoints"
             raise StreamCheckpointError(
-                f"{operation} of checkpoint for run {run_id} in {self.directory} failed: {exc}",
-                run_id=run_id,
+                f"{operation} of {what} in {self.directory} failed: {exc}", run_id=run_id
             ) from exc
 
     def _read(self, run_id: str) -> tuple[str, bytes] | None:

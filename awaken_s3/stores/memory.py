@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import AsyncIterator
 
 from awaken_s3.errors import CheckpointFenced
 from awaken_s3.ids import validate_run_id
@@ -66,6 +67,10 @@ class InMemoryStreamCheckpointStore:
                     run_id=run_id,
                 )
             del self._objects[run_id]
+
+    async def list_run_ids(self) -> AsyncIterator[str]:
+        for run_id in sorted(self._objects):
+            yield run_id
 
     # Test hooks: plant raw bytes, as a foreign or corrupted writer would.
     def put_raw(self, run_id: str, body: bytes) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
@@ -177,6 +177,27 @@ class S3StreamCheckpointStore:
                 raise self._failure("delete", run_id, exc, attempts=attempt + 1) from exc
             except _TRANSPORT_ERRORS as exc:
                 raise self._failure("delete", run_id, exc) from exc
+
+    async def list_run_ids(self) -> AsyncIterator[str]:
+        """Run ids with a checkpoint under the prefix (paginated ``ListObjectsV2``)."""
+        client = await self._get_client()
+        paginator = client.get_paginator("list_objects_v2")
+        try:
+            async for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix):
+                for item in page.get("Contents", ()):
+                    run_id = proto.run_id_from_key(self.prefix, item["Key"])
+                    if run_id is not None:
+                        yield run_id
+        except ClientError as exc:
+            raise StreamCheckpointError(
+                f"S3 list of checkpoints in s3://{self.bucket}/{self.prefix} failed: "
+                f"{proto.describe(exc.response)}"
+            ) from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise StreamCheckpointError(
+                f"S3 list of checkpoints in s3://{self.bucket}/{self.prefix} failed: "
+                f"{type(exc).__name__}"
+            ) from exc
 
     async def close(self) -> None:
         """Close the client the store created; a client passed in stays open."""

@@ -16,7 +16,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any, Final
 
-from awaken_s3.ids import validate_run_id
+from awaken_s3.ids import InvalidIdError, validate_run_id
 
 CONTENT_TYPE: Final = "application/json"
 KEY_SUFFIX: Final = ".json"
@@ -151,6 +151,17 @@ def backoff_delay(attempt: int, *, base: float, cap: float, jitter: float) -> fl
 def object_key(prefix: str, run_id: str) -> str:
     """The checkpoint's object key, derived only from a validated run id."""
     return f"{prefix}{validate_run_id(run_id)}{KEY_SUFFIX}"
+
+
+def run_id_from_key(prefix: str, key: str) -> str | None:
+    """The run id a listed key names, or None for any object that is not a checkpoint's."""
+    if not key.startswith(prefix) or not key.endswith(KEY_SUFFIX):
+        return None
+    candidate = key[len(prefix) : len(key) - len(KEY_SUFFIX)]
+    try:
+        return validate_run_id(candidate)
+    except InvalidIdError:
+        return None
 
 
 def put_params(

@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 from awaken_s3.errors import CheckpointCorrupt, CheckpointFenced, StreamCheckpointError
 from awaken_s3.ids import InvalidIdError
 from awaken_s3.models import CHECKPOINT_FORMAT, StreamCheckpoint, encode_checkpoint
-from awaken_s3.stores.base import StreamCheckpointStore
+from awaken_s3.stores.base import ListableCheckpointStore, StreamCheckpointStore
 from tests.stores.conftest import Backend, make_checkpoint, s3_client
 from tests.stores.faults import error_response
 
@@ -188,6 +188,19 @@ async def test_a_corrupt_checkpoint_can_be_cleared_by_an_unconditional_delete(
     await store.delete("run-1")
     assert await store.get("run-1") is None
     await store.put(make_checkpoint(), expected_version=None)
+
+
+async def test_listing_names_every_checkpointed_run_once(backend: Backend) -> None:
+    store = backend.store
+    assert isinstance(store, ListableCheckpointStore)
+    assert [run_id async for run_id in store.list_run_ids()] == []
+    for run_id in ("run-b", "run-a", "run-c"):
+        await store.put(make_checkpoint(run_id), expected_version=None)
+    await store.delete("run-c")
+    # A corrupt object is still a checkpoint to list (an operator must see it to clean it).
+    await backend.plant("run-d", b"garbage")
+    listed = [run_id async for run_id in store.list_run_ids()]
+    assert sorted(listed) == ["run-a", "run-b", "run-d"]
 
 
 BAD_RUN_IDS = ["../escape", "a/b", "", "x" * 129, ".hidden", "run 1", "ünï", "a\x00b", "a.json"]

@@ -182,3 +182,19 @@ def test_was_retried_reads_botocore_retry_attempts() -> None:
     assert not proto.was_retried({"ResponseMetadata": {"RetryAttempts": 0}})
     assert not proto.was_retried(PRECONDITION)
     assert not proto.was_retried({})
+
+
+@pytest.mark.parametrize(
+    ("key", "run_id"),
+    [
+        ("checkpoints/run-1.json", "run-1"),
+        ("checkpoints/run-1.json.bak", None),
+        ("checkpoints/nested/run-1.json", None),
+        ("checkpoints/../x.json", None),
+        ("checkpoints/.json", None),
+        ("messages/run-1.json", None),
+        ("checkpoints/run-1.txt", None),
+    ],
+)
+def test_only_keys_the_store_would_write_are_listed_as_runs(key: str, run_id: str | None) -> None:
+    assert proto.run_id_from_key("checkpoints/", key) == run_id

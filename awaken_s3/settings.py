@@ -1,0 +1,49 @@
+"""Where the durable records live, from the environment.
+
+``AWAKEN_BUCKET`` (checkpoints and offloaded message bodies), ``AWAKEN_TABLE``
+(threads and runs), ``AWAKEN_QUEUE_URL`` (continuations) and the optional
+``AWAKEN_CHECKPOINT_PREFIX``. Endpoints are botocore's business
+(``AWS_ENDPOINT_URL``): there is no endpoint setting here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+DEFAULT_CHECKPOINT_PREFIX = "checkpoints/"
+
+
+class SettingsError(ValueError):
+    """A required setting is missing or malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class StorageSettings:
+    bucket: str
+    table: str
+    queue_url: str | None = None
+    checkpoint_prefix: str = DEFAULT_CHECKPOINT_PREFIX
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, *, need_queue: bool = False
+    ) -> StorageSettings:
+        env = os.environ if env is None else env
+        missing = [name for name in ("AWAKEN_BUCKET", "AWAKEN_TABLE") if not env.get(name)]
+        if need_queue and not env.get("AWAKEN_QUEUE_URL"):
+            missing.append("AWAKEN_QUEUE_URL")
+        if missing:
+            raise SettingsError(f"set {', '.join(missing)} in the environment")
+        prefix = env.get("AWAKEN_CHECKPOINT_PREFIX", DEFAULT_CHECKPOINT_PREFIX)
+        # A prefix is a key *directory*: without the slash, "checkpoints" would
+        # also list "checkpoints-old/...", and keys would read "checkpointsrun-1.json".
+        if prefix and not prefix.endswith("/"):
+            raise SettingsError(f"AWAKEN_CHECKPOINT_PREFIX must end with '/', got {prefix!r}")
+        return cls(
+            bucket=env["AWAKEN_BUCKET"],
+            table=env["AWAKEN_TABLE"],
+            queue_url=env.get("AWAKEN_QUEUE_URL") or None,
+            checkpoint_prefix=prefix,
+        )

@@ -1,0 +1,154 @@
+"""``awaken-s3 checkpoints show|list|clean`` against S3 and DynamoDB on a moto server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Iterator
+
+import aioboto3
+import pytest
+
+from awaken_s3.cli import main
+from awaken_s3.local.moto import MotoServer
+from awaken_s3.messages import Message
+from awaken_s3.models import PartialToolCall, StreamCheckpoint
+from awaken_s3.stores.s3 import S3StreamCheckpointStore
+from awaken_s3.threads.dynamo import DynamoThreadStore, create_table
+from awaken_s3.threads.models import RunSettings, RunStatus
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[MotoServer]:
+    with MotoServer.start() as server:
+        yield server
+
+
+@pytest.fixture
+def aws(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    suffix = uuid.uuid4().hex[:10]
+    bucket, table = f"ckpt-{suffix}", f"threads-{suffix}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto.endpoint_url)
+    monkeypatch.setenv("AWAKEN_BUCKET", bucket)
+    monkeypatch.setenv("AWAKEN_TABLE", table)
+    asyncio.run(_seed(bucket, table, moto.endpoint_url))
+    return bucket, table
+
+
+def _checkpoint(run_id: str, turn: int = 0) -> StreamCheckpoint:
+    return StreamCheckpoint(
+        run_id=run_id,
+        thread_id="thread-1",
+        model="m",
+        turn=turn,
+        partial_text="The answer is",
+        tool_calls=(
+            PartialToolCall(
+                index=0, id="call_1", name="lookup", arguments='{"q": "x"}', closed=True
+            ),
+            PartialToolCall(index=1, id="call_2", name="lookup", arguments='{"q": '),
+        ),
+        epoch=1,
+        writer="worker-a",
+    )
+
+
+async def _seed(bucket: str, table: str, endpoint: str) -> None:
+    session = aioboto3.Session()
+    async with (
+        session.client("s3", endpoint_url=endpoint) as s3,
+        session.client("dynamodb", endpoint_url=endpoint) as db,
+    ):
+        await s3.create_bucket(Bucket=bucket)
+        await create_table(db, table)
+        threads = DynamoThreadStore(table, client=db, s3_client=s3, bucket=bucket)
+        await threads.create_thread("thread-1", owner="alice")
+        for run_id in ("live", "done"):
+            await threads.create_run(
+                run_id,
+                thread_id="thread-1",
+                owner="alice",
+                settings=RunSettings(model="m"),
+                messages=[Message.user("hi")] if run_id == "live" else [],
+            )
+        claimed = await threads.claim_run("done", worker="w", lease_seconds=60)
+        await threads.finish_run(
+            "done", worker="w", epoch=claimed.lease.epoch, status=RunStatus.COMPLETED
+        )
+        store = S3StreamCheckpointStore(bucket, client=s3)
+        for run_id in ("live", "done", "orphan"):
+            await store.put(_checkpoint(run_id), expected_version=None)
+        # Foreign objects under and beside the prefix are not checkpoints to list.
+        await s3.put_object(Bucket=bucket, Key="checkpoints/README.txt", Body=b"x")
+        await s3.put_object(Bucket=bucket, Key="messages/thread-1/0.json", Body=b"{}")
+
+
+@pytest.mark.slow
+def test_show_prints_the_partial_and_the_plan_it_implies(
+    aws: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["checkpoints", "show", "live"]) == 0
+    out = capsys.readouterr().out
+    assert f"s3://{aws[0]}/checkpoints/live.json" in out
+    assert "tool call #1 lookup (call_2): open" in out
+    assert "recovery plan: R2" in out
+    assert "drops #1 lookup" in out
+
+    assert main(["checkpoints", "show", "live", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["plan"] == "R2"
+    assert document["dropped_tool_calls"] == ["call_2"]
+    assert document["checkpoint"]["partial_text"] == "The answer is"
+
+
+@pytest.mark.slow
+def test_show_of_a_missing_run_fails_and_a_bad_id_is_refused(
+    aws: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["checkpoints", "show", "nobody"]) == 1
+    assert "no checkpoint for run nobody" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main(["checkpoints", "show", "../etc/passwd"])
+    assert exited.value.code == 2
+
+
+@pytest.mark.slow
+def test_list_judges_every_checkpoint_and_clean_removes_only_stale_ones(
+    aws: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["checkpoints", "list"]) == 0
+    lines = sorted(capsys.readouterr().out.splitlines())
+    assert len(lines) == 3
+    assert lines[0].startswith("done") and "stale: its run is completed" in lines[0]
+    assert lines[1].startswith("live") and lines[1].endswith("live")
+    assert lines[2].startswith("orphan") and "its run does not exist" in lines[2]
+
+    assert main(["checkpoints", "clean", "--dry-run"]) == 0
+    assert "0 deleted" in capsys.readouterr().err
+    assert main(["checkpoints", "clean"]) == 0
+    assert "2 deleted" in capsys.readouterr().err
+    assert main(["checkpoints", "list"]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["live"]
+
+
+def test_missing_settings_are_a_clear_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("AWAKEN_BUCKET", raising=False)
+    monkeypatch.delenv("AWAKEN_TABLE", raising=False)
+    with pytest.raises(SystemExit) as exited:
+        main(["checkpoints", "list"])
+    assert exited.value.code == 2
+    assert "AWAKEN_BUCKET, AWAKEN_TABLE" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_an_unreachable_backend_is_an_error_line_not_a_traceback(
+    aws: tuple[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AWAKEN_BUCKET", "no-such-bucket-here")
+    assert main(["checkpoints", "list"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: S3 list of checkpoints in s3://no-such-bucket-here")
+    assert "Traceback" not in err

@@ -1,0 +1,121 @@
+"""Which checkpoints an operator may clean, and cleaning them without harming live runs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from awaken_s3.maintenance import clean, delete_stale, stale_reason, survey
+from awaken_s3.messages import Message
+from awaken_s3.models import StreamCheckpoint
+from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
+from awaken_s3.threads.memory import InMemoryThreadStore
+from awaken_s3.threads.models import RunSettings, RunState, RunStatus
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def checkpoint(
+    run_id: str = "run-1", *, turn: int = 0, age: timedelta = timedelta(0)
+) -> StreamCheckpoint:
+    return StreamCheckpoint(
+        run_id=run_id,
+        thread_id="thread-1",
+        model="m",
+        turn=turn,
+        partial_text="partial",
+        epoch=1,
+        writer="w",
+        updated_at=NOW - age,
+    )
+
+
+def run(status: RunStatus = RunStatus.RUNNING, turn: int = 0) -> RunState:
+    return RunState(
+        run_id="run-1",
+        thread_id="thread-1",
+        owner="alice",
+        settings=RunSettings(model="m"),
+        status=status,
+        turn=turn,
+    )
+
+
+def test_a_checkpoint_of_the_run_s_current_turn_is_kept() -> None:
+    assert stale_reason(checkpoint(turn=2), run(turn=2), now=NOW) is None
+    assert stale_reason(checkpoint(), run(RunStatus.SUSPENDED), now=NOW) is None
+    assert stale_reason(checkpoint(), run(RunStatus.QUEUED), now=NOW) is None
+
+
+def test_a_committed_turn_an_ended_run_a_missing_run_or_corruption_make_it_stale() -> None:
+    assert "already committed" in (stale_reason(checkpoint(turn=1), run(turn=2), now=NOW) or "")
+    for ended in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
+        assert ended.value in (stale_reason(checkpoint(), run(ended), now=NOW) or "")
+    assert "does not exist" in (stale_reason(checkpoint(), None, now=NOW) or "")
+    assert "corrupt" in (stale_reason(None, run(), now=NOW) or "")
+
+
+def test_age_retires_a_live_run_s_checkpoint_only_when_asked() -> None:
+    old = checkpoint(age=timedelta(hours=30))
+    assert stale_reason(old, run(), now=NOW) is None
+    assert stale_reason(old, run(), now=NOW, max_age=timedelta(hours=48)) is None
+    assert "untouched since" in (
+        stale_reason(old, run(), now=NOW, max_age=timedelta(hours=24)) or ""
+    )
+
+
+async def _world() -> tuple[InMemoryStreamCheckpointStore, InMemoryThreadStore]:
+    threads = InMemoryThreadStore()
+    await threads.create_thread("thread-1", owner="alice")
+    for run_id in ("live", "done"):
+        await threads.create_run(
+            run_id,
+            thread_id="thread-1",
+            owner="alice",
+            settings=RunSettings(model="m"),
+            messages=[Message.user(run_id)] if run_id == "live" else [],
+        )
+    claimed = await threads.claim_run("done", worker="w", lease_seconds=60)
+    await threads.finish_run(
+        "done", worker="w", epoch=claimed.lease.epoch, status=RunStatus.COMPLETED
+    )
+    store = InMemoryStreamCheckpointStore()
+    await store.put(checkpoint("live"), expected_version=None)
+    await store.put(checkpoint("done"), expected_version=None)
+    await store.put(checkpoint("orphan"), expected_version=None)
+    store.put_raw("broken", b"not a checkpoint")
+    return store, threads
+
+
+async def test_clean_deletes_only_stale_checkpoints_and_a_dry_run_deletes_nothing() -> None:
+    store, threads = await _world()
+    planned = await clean(store, threads, now=NOW, dry_run=True)
+    assert sorted((c.verdict.run_id, c.action) for c in planned) == [
+        ("broken", "would delete"),
+        ("done", "would delete"),
+        ("orphan", "would delete"),
+    ]
+    assert sorted([r async for r in store.list_run_ids()]) == ["broken", "done", "live", "orphan"]
+
+    cleaned = await clean(store, threads, now=NOW)
+    assert sorted(c.verdict.run_id for c in cleaned if c.action == "deleted") == [
+        "broken",
+        "done",
+        "orphan",
+    ]
+    assert [r async for r in store.list_run_ids()] == ["live"]
+
+
+async def test_a_checkpoint_rewritten_after_it_was_judged_is_kept() -> None:
+    store, threads = await _world()
+    verdicts = [v async for v in survey(store, threads, now=NOW)]
+    judged = next(v for v in verdicts if v.run_id == "orphan")
+    assert judged.stale is not None
+    # A worker rewrites the checkpoint between the survey and the delete.
+    rewritten = checkpoint("orphan").model_copy(update={"partial_text": "newer", "epoch": 2})
+    await store.put(rewritten, expected_version=judged.version)
+
+    cleaned = await delete_stale(store, [judged])
+    assert [c.action for c in cleaned] == ["kept: rewritten since it was judged"]
+    stored = await store.get("orphan")
+    assert stored is not None
+    assert stored.checkpoint == rewritten
