@@ -1,0 +1,57 @@
+"""AWS clients and stores for one invocation.
+
+aiobotocore clients are bound to the event loop that opened them, and Lambda reuses a
+container's memory across invocations but each invocation runs its own loop: so clients are
+opened inside the invocation's loop and closed before it ends, never cached at module level.
+Endpoints come from botocore itself (``AWS_ENDPOINT_URL``), never from a setting here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import aioboto3
+
+from awaken_s3.settings import StorageSettings
+from awaken_s3.stores.s3 import S3StreamCheckpointStore
+from awaken_s3.threads.dynamo import DynamoThreadStore, dynamodb_client_config
+
+
+@dataclass(frozen=True)
+class Services:
+    settings: StorageSettings
+    threads: DynamoThreadStore
+    checkpoints: S3StreamCheckpointStore
+    #: an aiobotocore SQS client (continuations and run starts)
+    sqs: Any
+
+    @property
+    def queue_url(self) -> str:
+        if self.settings.queue_url is None:
+            raise RuntimeError("AWAKEN_QUEUE_URL is not set")
+        return self.settings.queue_url
+
+
+@asynccontextmanager
+async def open_services(
+    settings: StorageSettings, *, session: aioboto3.Session | None = None
+) -> AsyncIterator[Services]:
+    session = session or aioboto3.Session()
+    async with (
+        session.client("dynamodb", config=dynamodb_client_config()) as db,
+        session.client("s3") as s3,
+        session.client("sqs") as sqs,
+    ):
+        yield Services(
+            settings=settings,
+            threads=DynamoThreadStore(
+                settings.table, client=db, s3_client=s3, bucket=settings.bucket
+            ),
+            checkpoints=S3StreamCheckpointStore(
+                settings.bucket, prefix=settings.checkpoint_prefix, client=s3
+            ),
+            sqs=sqs,
+        )

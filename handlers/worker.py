@@ -1,0 +1,279 @@
+"""The SQS worker: each record names a run; drive it until it ends or the deadline nears.
+
+One event loop per invocation (an :class:`asyncio.Runner`: aiobotocore clients and provider
+SDK clients are bound to the loop that opened them). The Powertools batch processor calls a
+synchronous record handler, so each record's coroutine runs on that one loop in turn; the
+clients are opened before the first record and closed after the last.
+
+Per record: a malformed body is logged, counted and acknowledged (it can never succeed);
+otherwise the run loop runs until ``deadline = now + remaining - margin``. A suspended run gets
+a continuation message (then the record is acknowledged); a run leased by a live worker fails
+the record so SQS redelivers it after the visibility timeout; every other end acknowledges.
+An unexpected exception fails the record (partial batch response).
+
+On a FIFO queue the processor is :class:`SqsFifoPartialProcessor` with
+``skip_group_on_error``: after a failed record, the later records of the *same run* (message
+group) are failed too, so one run's messages stay in order, while other runs proceed.
+
+Tracer is not used: it needs aws-xray-sdk, which is not a dependency of this package.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, cast
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging import utils as logging_utils
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    SqsFifoPartialProcessor,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
+
+import awaken_s3.runtime.loop
+import awaken_s3.streaming.runner  # noqa: F401  (their loggers must exist before copying config)
+from awaken_s3.providers.config import ProviderSettings, build_provider
+from awaken_s3.runtime.loop import RunEnd, RunLoop, RunResult
+from awaken_s3.runtime.tools import ToolRegistry
+from awaken_s3.service.config import WorkerSettings
+from awaken_s3.service.dispositions import RUN_END_METRICS, Disposition, disposition
+from awaken_s3.service.instrumented import InstrumentedRunner, TurnTally
+from awaken_s3.service.queue import RunMessage, is_fifo, send_run_message
+from awaken_s3.service.wiring import Services, open_services
+from awaken_s3.settings import StorageSettings
+from awaken_s3.streaming.provider import Provider
+from awaken_s3.streaming.runner import TurnRunner
+from awaken_s3.threads.errors import RunNotFound
+
+logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "awaken-s3")
+metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "awaken-s3")
+# The library logs through the standard logging module; give it the same JSON format.
+logging_utils.copy_config_to_registered_loggers(source_logger=logger, include={"awaken_s3"})
+
+ProviderFactory = Callable[[], Provider]
+LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
+
+
+class RunBusy(Exception):
+    """Another worker holds the run's lease: the record must come back later."""
+
+
+def default_provider() -> Provider:
+    return build_provider(ProviderSettings.from_env())
+
+
+def worker_id(context: LambdaContext) -> str:
+    """Unique per record: the container's log stream, the request id and a random suffix (a
+    Lambda retry reuses the request id; the suffix keeps ids from ever repeating)."""
+    stream = getattr(context, "log_stream_name", None) or "local"
+    request = getattr(context, "aws_request_id", None) or "no-request"
+    return f"{stream}/{request}/{uuid.uuid4().hex[:12]}"[-256:]
+
+
+def deadline_for(context: LambdaContext, margin: float) -> float:
+    """A ``time.monotonic()`` instant, ``margin`` seconds before Lambda stops the function."""
+    return time.monotonic() + context.get_remaining_time_in_millis() / 1000 - margin
+
+
+def is_fifo_event(event: dict[str, Any], queue_url: str) -> bool:
+    records = event.get("Records") or []
+    if records and isinstance(records[0], dict) and records[0].get("eventSourceARN"):
+        return str(records[0]["eventSourceARN"]).endswith(".fifo")
+    return is_fifo(queue_url)
+
+
+def _count(name: str, value: float = 1) -> None:
+    if value:
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
+def record_tally(tally: TurnTally) -> None:
+    for plan, count in sorted(tally.plans.items()):
+        _count(f"RecoveryPlan{plan}", count)
+    _count("CheckpointPuts", tally.checkpoint_puts)
+    _count("CheckpointFailures", tally.checkpoint_failures)
+    _count("CheckpointFenced", tally.checkpoint_fenced)
+    _count("CheckpointLoadFailures", tally.checkpoint_load_failures)
+
+
+def record_result(result: RunResult) -> None:
+    _count(RUN_END_METRICS[result.end])
+    _count("TurnsCommitted", result.turns_committed)
+    _count("ToolCalls", result.tool_calls)
+
+
+class Invocation:
+    """The state of one worker invocation: clients, provider, tools and the deadline."""
+
+    def __init__(
+        self,
+        services: Services,
+        provider: Provider,
+        tools: ToolRegistry,
+        *,
+        settings: WorkerSettings,
+        context: LambdaContext,
+        deadline: float,
+    ) -> None:
+        self.services = services
+        self.provider = provider
+        self.tools = tools
+        self.settings = settings
+        self.context = context
+        self.deadline = deadline
+
+    async def handle(self, record: SQSRecord) -> str:
+        try:
+            message = RunMessage.model_validate_json(record.body)
+        except ValidationError as exc:
+            # It can never succeed: retrying would only feed the dead-letter queue slowly.
+            logger.warning(
+                "acknowledging a malformed queue message",
+                extra={"message_id": record.message_id, "errors": exc.error_count()},
+            )
+            _count("MalformedMessages")
+            return "malformed"
+        logger.set_correlation_id(message.run_id)
+        try:
+            return await self._run(message, record)
+        finally:
+            logger.set_correlation_id(None)
+
+    async def _run(self, message: RunMessage, record: SQSRecord) -> str:
+        writer = worker_id(self.context)
+        runner = InstrumentedRunner(
+            TurnRunner(self.provider, self.services.checkpoints, writer_id=writer)
+        )
+        loop = RunLoop(
+            self.services.threads,
+            runner,
+            self.services.checkpoints,
+            self.tools,
+            worker_id=writer,
+            lease_seconds=self.settings.lease_seconds,
+        )
+        try:
+            result = await loop.run(message.run_id, deadline=self.deadline)
+        except RunNotFound:
+            logger.warning(
+                "acknowledging a message for an unknown run",
+                extra={"message_id": record.message_id},
+            )
+            _count("UnknownRuns")
+            return "unknown_run"
+        finally:
+            record_tally(runner.tally)
+        record_result(result)
+        logger.info(
+            "run invocation ended",
+            extra={
+                "run_id": result.run_id,
+                "end": result.end.value,
+                "turns_committed": result.turns_committed,
+                "tool_calls": result.tool_calls,
+                "worker_id": writer,
+                "error_code": result.error.code if result.error else None,
+            },
+        )
+        action = disposition(result.end)
+        if action is Disposition.CONTINUE:
+            await self._continue(result)
+        elif action is Disposition.RETRY:
+            raise RunBusy(
+                f"run {result.run_id} is leased by another worker; retry in "
+                f"{result.retry_after or 0:.1f}s"
+            )
+        return result.end.value
+
+    async def _continue(self, result: RunResult) -> None:
+        run = result.run
+        epoch = run.lease.epoch if run is not None else 0
+        turn = run.turn if run is not None else 0
+        await send_run_message(
+            self.services.sqs,
+            self.services.queue_url,
+            RunMessage(run_id=result.run_id, reason="continue"),
+            epoch=epoch,
+            turn=turn,
+        )
+        _count("ContinuationsSent")
+
+
+async def _close_provider(provider: Provider) -> None:
+    aclose = getattr(provider, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+def process_batch(
+    event: dict[str, Any],
+    context: LambdaContext,
+    tools: ToolRegistry,
+    provider_factory: ProviderFactory,
+) -> dict[str, Any]:
+    storage = StorageSettings.from_env(need_queue=True)
+    settings = WorkerSettings.from_env()
+    deadline = deadline_for(context, settings.deadline_margin)
+    processor: BatchProcessor
+    if is_fifo_event(event, storage.queue_url or ""):
+        processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+    else:
+        processor = BatchProcessor(EventType.SQS)
+    # A batch whose every record is busy is a normal outcome, not a function error.
+    processor.raise_on_entire_batch_failure = False
+
+    with asyncio.Runner() as runner:
+        stack = open_services(storage)
+        services = runner.run(stack.__aenter__())
+        try:
+            provider = provider_factory()
+            try:
+                invocation = Invocation(
+                    services,
+                    provider,
+                    tools,
+                    settings=settings,
+                    context=context,
+                    deadline=deadline,
+                )
+                response = process_partial_response(
+                    event=event,
+                    record_handler=lambda record: runner.run(invocation.handle(record)),
+                    processor=processor,
+                    context=context,
+                )
+                return dict(response)
+            finally:
+                runner.run(_close_provider(provider))
+        finally:
+            runner.run(stack.__aexit__(None, None, None))
+
+
+def make_handler(
+    tools: ToolRegistry | None = None,
+    provider_factory: ProviderFactory = default_provider,
+) -> LambdaHandler:
+    """A worker ``lambda_handler`` with your tools (and, in tests, your provider)."""
+    registry = tools if tools is not None else ToolRegistry()
+
+    @logger.inject_lambda_context(clear_state=True)
+    @metrics.log_metrics(raise_on_empty_metrics=False)
+    def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        return process_batch(event, context, registry, provider_factory)
+
+    return cast(LambdaHandler, lambda_handler)
+
+
+lambda_handler = make_handler()
+
+__all__ = ["RunBusy", "RunEnd", "lambda_handler", "make_handler"]
