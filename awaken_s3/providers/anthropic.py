@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from awaken_s3.providers.anthropic_format import AnthropicStreamTranslator, build_anthropic_request
@@ -14,7 +15,7 @@ from awaken_s3.providers.api_keys import ApiKey, reveal
 from awaken_s3.providers.classify import classify_http_error, error_fields
 from awaken_s3.providers.hints import parse_retry_after
 from awaken_s3.providers.prefill import PrefillOverride, default_claude_prefill, resolve_prefill
-from awaken_s3.providers.stream_state import ends_with_assistant, translate_stream
+from awaken_s3.providers.stream_state import ends_with_assistant, stream_from_sdk
 from awaken_s3.streaming.errors import (
     ConnectionDropped,
     ProviderError,
@@ -140,21 +141,15 @@ class AnthropicProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         sent_prefill = ends_with_assistant(request.messages)
         params = build_anthropic_request(request)
-        try:
-            sdk_stream = await self._client.messages.create(**params, stream=True)
-        except Exception as exc:
-            mapped = map_anthropic_exception(exc, sent_prefill=sent_prefill)
-            if mapped is None:
-                raise
-            raise mapped from exc
-        try:
-            async for event in translate_stream(
-                sdk_stream.__aiter__(),
+        # aclosing: an abandoned stream closes its HTTP response now, not at GC.
+        async with aclosing(
+            stream_from_sdk(
+                lambda: self._client.messages.create(**params, stream=True),
                 AnthropicStreamTranslator(),
                 map_error=lambda exc: map_anthropic_exception(exc, sent_prefill=sent_prefill),
                 ended_early="the Anthropic stream ended before message_stop",
                 provider=NAME,
-            ):
+            )
+        ) as events:
+            async for event in events:
                 yield event
-        finally:
-            await sdk_stream.close()

@@ -7,6 +7,7 @@ The SDK is imported lazily so the package works without the ``openai`` extra.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Literal
 
 from awaken_s3.providers.api_keys import ApiKey, reveal
@@ -14,7 +15,7 @@ from awaken_s3.providers.classify import classify_http_error, error_fields
 from awaken_s3.providers.hints import parse_retry_after
 from awaken_s3.providers.openai_format import OpenAIStreamTranslator, build_openai_request
 from awaken_s3.providers.prefill import PrefillOverride, resolve_prefill
-from awaken_s3.providers.stream_state import ends_with_assistant, translate_stream
+from awaken_s3.providers.stream_state import ends_with_assistant, stream_from_sdk
 from awaken_s3.streaming.errors import (
     ConnectionDropped,
     ProviderError,
@@ -143,21 +144,15 @@ class OpenAIChatProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         sent_prefill = ends_with_assistant(request.messages)
         params = build_openai_request(request, max_tokens_param=self._max_tokens_param)
-        try:
-            sdk_stream = await self._client.chat.completions.create(**params, stream=True)
-        except Exception as exc:
-            mapped = map_openai_exception(exc, sent_prefill=sent_prefill)
-            if mapped is None:
-                raise
-            raise mapped from exc
-        try:
-            async for event in translate_stream(
-                sdk_stream.__aiter__(),
+        # aclosing: an abandoned stream closes its HTTP response now, not at GC.
+        async with aclosing(
+            stream_from_sdk(
+                lambda: self._client.chat.completions.create(**params, stream=True),
                 OpenAIStreamTranslator(),
                 map_error=lambda exc: map_openai_exception(exc, sent_prefill=sent_prefill),
                 ended_early="the chat completion stream ended before a finish_reason",
                 provider=NAME,
-            ):
+            )
+        ) as events:
+            async for event in events:
                 yield event
-        finally:
-            await sdk_stream.close()

@@ -9,8 +9,16 @@ translator and maps its failures; the adapters differ only in what they pass.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Sequence
-from typing import Final, Protocol, TypeVar
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Hashable,
+    Iterable,
+    Sequence,
+)
+from typing import Any, Final, Protocol, TypeVar
 
 from awaken_s3.messages import Message, TextBlock
 from awaken_s3.streaming.errors import ConnectionDropped, ProviderError, StreamStalled
@@ -144,3 +152,41 @@ def rstrip_prefill(messages: Sequence[Message]) -> list[Message]:
     else:
         result.pop()
     return result
+
+
+class _SdkStream(Protocol):
+    def __aiter__(self) -> AsyncIterator[Any]: ...
+
+    async def close(self) -> None: ...
+
+
+async def stream_from_sdk(
+    open_stream: Callable[[], Awaitable[_SdkStream]],
+    translator: StreamTranslator[Any],
+    *,
+    map_error: Callable[[Exception], ProviderError | None],
+    ended_early: str,
+    provider: str,
+) -> AsyncGenerator[StreamEvent, None]:
+    """Open an HTTP SDK's stream (Anthropic, OpenAI), translate it, and always close it.
+
+    A failure to open (a 4xx/5xx/429 before any byte) is mapped like a failure mid-stream.
+    """
+    try:
+        sdk_stream = await open_stream()
+    except Exception as exc:
+        mapped = map_error(exc)
+        if mapped is None:
+            raise
+        raise mapped from exc
+    try:
+        async for event in translate_stream(
+            sdk_stream.__aiter__(),
+            translator,
+            map_error=map_error,
+            ended_early=ended_early,
+            provider=provider,
+        ):
+            yield event
+    finally:
+        await sdk_stream.close()
