@@ -24,6 +24,7 @@ import asyncio
 import os
 import time
 import uuid
+import warnings
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -268,10 +269,16 @@ def make_handler(
 
     @logger.inject_lambda_context(clear_state=True)
     @metrics.log_metrics(raise_on_empty_metrics=False)
-    def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    def handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return process_batch(event, context, registry, provider_factory)
 
-    return cast(LambdaHandler, lambda_handler)
+    def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        with warnings.catch_warnings():
+            # An invocation that counted nothing is normal, not worth a warning.
+            warnings.filterwarnings("ignore", message="No application metrics to publish")
+            return cast(dict[str, Any], handle(event, context))
+
+    return lambda_handler
 
 
 lambda_handler = make_handler()

@@ -1,0 +1,91 @@
+"""The HTTP API's request bodies and response shapes (pure: pydantic models and views)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from awaken_s3.ids import RunId, ThreadId
+from awaken_s3.messages import Message
+from awaken_s3.threads.models import RunState, Thread
+
+#: request bodies above this are refused with 413 before parsing
+MAX_BODY_BYTES = 256 * 1024
+MAX_TOKENS_LIMIT = 64_000
+MAX_METADATA_ENTRIES = 32
+
+MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+MetadataValue = Annotated[str, StringConstraints(max_length=1024)]
+ToolName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+
+
+class CreateThreadRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    thread_id: ThreadId | None = None
+    metadata: dict[MetadataKey, MetadataValue] = Field(
+        default_factory=dict, max_length=MAX_METADATA_ENTRIES
+    )
+
+
+class CreateRunRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    #: the user message that starts the run
+    message: Annotated[str, StringConstraints(min_length=1)]
+    #: set it to retry a request safely: the same run id answers with the same run
+    run_id: RunId | None = None
+    system: str | None = None
+    max_tokens: int = Field(default=4096, ge=1, le=MAX_TOKENS_LIMIT)
+    #: one of the allowed models; the configured default when absent
+    model: str | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    #: names of tools registered in the worker, offered to the model
+    tools: tuple[ToolName, ...] = Field(default=(), max_length=64)
+    max_turns: int = Field(default=25, ge=1, le=100)
+
+
+def thread_view(thread: Thread) -> dict[str, Any]:
+    return {
+        "thread_id": thread.thread_id,
+        "message_count": thread.message_count,
+        "created_at": thread.created_at,
+        "metadata": dict(thread.metadata),
+    }
+
+
+def message_view(message: Message) -> dict[str, Any]:
+    return message.model_dump(mode="json")
+
+
+def run_view(run: RunState) -> dict[str, Any]:
+    """What a caller may see of a run: never the lease holder or internal fields."""
+    return {
+        "run_id": run.run_id,
+        "thread_id": run.thread_id,
+        "status": run.status.value,
+        "turn": run.turn,
+        "message_count": run.message_count,
+        "model": run.settings.model,
+        "usage": {
+            "input_tokens": run.usage.input_tokens,
+            "output_tokens": run.usage.output_tokens,
+        },
+        "stop_reason": run.stop_reason,
+        "error": ({"code": run.error.code, "message": run.error.message} if run.error else None),
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+    }
+
+
+def validation_details(errors: list[Any]) -> list[dict[str, Any]]:
+    """Field errors without the rejected input (it may hold user data or be huge)."""
+    return [
+        {
+            "loc": [str(part) for part in error.get("loc", ())],
+            "msg": str(error.get("msg", "")),
+            "type": str(error.get("type", "")),
+        }
+        for error in errors
+    ]
