@@ -1,0 +1,458 @@
+"""What template.yaml promises a user who deploys it: private encrypted storage, TLS only,
+least-privilege roles, every route behind the JWT authorizer, a FIFO queue that cannot lose or
+loop a run, and exactly the handler paths and environment the code reads."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.infra.cfn import Resolver, as_list, resources_of_type, role_statements
+
+Deployed = Callable[..., dict[str, Any]]
+
+CONTRACT_ENV = {
+    "AWAKEN_BUCKET",
+    "AWAKEN_TABLE",
+    "AWAKEN_QUEUE_URL",
+    "AWAKEN_CHECKPOINT_PREFIX",
+    "AWAKEN_PROVIDER",
+    "AWAKEN_MODEL",
+    "AWAKEN_OPENAI_BASE_URL",
+    "AWAKEN_API_KEY_PARAM",
+    "AWAKEN_API_KEY_SECRET",
+    "AWAKEN_DEADLINE_MARGIN_SECONDS",
+    "AWAKEN_LEASE_SECONDS",
+    "POWERTOOLS_SERVICE_NAME",
+    "POWERTOOLS_METRICS_NAMESPACE",
+    "POWERTOOLS_LOG_LEVEL",
+}
+ROUTES = {
+    ("POST", "/threads"),
+    ("GET", "/threads/{thread_id}"),
+    ("POST", "/threads/{thread_id}/runs"),
+    ("GET", "/runs/{run_id}"),
+    ("POST", "/runs/{run_id}/cancel"),
+}
+# Parameter sets covering every optional branch of the roles.
+VARIANTS: list[dict[str, str]] = [
+    {},
+    {"Provider": "bedrock", "Model": "anthropic.claude-3-5-sonnet-20240620-v1:0"},
+    {
+        "Provider": "bedrock",
+        "Model": "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/abc",
+    },
+    {"Provider": "anthropic", "Model": "claude-sonnet-4-5", "ApiKeyParameterName": "/awaken/k"},
+    {"Provider": "openai", "Model": "gpt-4.1", "ApiKeySecret": "awaken/openai"},
+    {
+        "Provider": "openai",
+        "Model": "gpt-4.1",
+        "ApiKeySecret": "arn:aws:secretsmanager:us-east-1:123456789012:secret:k-AbCdEf",
+        "ApiKeyKmsKeyArn": "arn:aws:kms:us-east-1:123456789012:key/1",
+        "BucketKmsKeyArn": "arn:aws:kms:us-east-1:123456789012:key/2",
+    },
+]
+
+
+def _bucket(resources: dict[str, Any]) -> dict[str, Any]:
+    (bucket,) = resources_of_type(resources, "AWS::S3::Bucket").values()
+    props: dict[str, Any] = bucket["Properties"]
+    return props
+
+
+def _statements(resources: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    return list(role_statements(resources[role]))
+
+
+def _granted(resources: dict[str, Any], role: str) -> dict[str, set[str]]:
+    """Allowed action -> the resources it is granted on."""
+    grants: dict[str, set[str]] = {}
+    for statement in _statements(resources, role):
+        if statement["Effect"] != "Allow":
+            continue
+        for action in as_list(statement["Action"]):
+            grants.setdefault(action, set()).update(as_list(statement["Resource"]))
+    return grants
+
+
+# ------------------------------------------------------------------ bucket
+
+
+def test_bucket_is_private_encrypted_and_owner_enforced(deployed: Deployed) -> None:
+    for variant in ({}, {"BucketKmsKeyArn": "arn:aws:kms:us-east-1:123456789012:key/k"}):
+        bucket = _bucket(deployed(**variant))
+        block = bucket["PublicAccessBlockConfiguration"]
+        assert block == {
+            "BlockPublicAcls": True,
+            "BlockPublicPolicy": True,
+            "IgnorePublicAcls": True,
+            "RestrictPublicBuckets": True,
+        }
+        assert bucket["OwnershipControls"]["Rules"] == [{"ObjectOwnership": "BucketOwnerEnforced"}]
+        (rule,) = bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+        default = rule["ServerSideEncryptionByDefault"]
+        if variant:
+            assert default == {
+                "SSEAlgorithm": "aws:kms",
+                "KMSMasterKeyID": variant["BucketKmsKeyArn"],
+            }
+        else:
+            assert default == {"SSEAlgorithm": "AES256"}
+        # Versioning would keep every partial checkpoint forever.
+        assert "VersioningConfiguration" not in bucket
+
+
+def test_bucket_policy_denies_every_request_without_tls(deployed: Deployed) -> None:
+    resources = deployed()
+    (policy,) = resources_of_type(resources, "AWS::S3::BucketPolicy").values()
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    tls = [
+        s
+        for s in statements
+        if s["Effect"] == "Deny"
+        and s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false"
+    ]
+    assert len(tls) == 1
+    assert tls[0]["Principal"] == "*" and tls[0]["Action"] == "s3:*"
+    assert set(tls[0]["Resource"]) == {"<CheckpointBucket.Arn>", "<CheckpointBucket.Arn>/*"}
+    assert not [s for s in statements if s["Effect"] == "Allow"]
+
+
+def test_only_checkpoints_expire_and_message_bodies_are_kept(deployed: Deployed) -> None:
+    rules = _bucket(deployed(CheckpointExpirationDays="4"))["LifecycleConfiguration"]["Rules"]
+    expiring = [r for r in rules if {"ExpirationInDays", "ExpirationDate"} & set(r)]
+    assert len(expiring) == 1
+    (rule,) = expiring
+    assert rule["Status"] == "Enabled"
+    assert rule.get("Prefix") == "checkpoints/"
+    assert "Filter" not in rule
+    assert rule["ExpirationInDays"] == "4"
+    # An interrupted multipart upload is never billed forever, in either prefix.
+    assert any(
+        "AbortIncompleteMultipartUpload" in r and not r.get("Prefix") and "Filter" not in r
+        for r in rules
+    )
+    for r in rules:
+        assert "messages" not in str(r.get("Prefix", "")) + str(r.get("Filter", ""))
+
+
+def test_checkpoint_prefix_matches_environment_lifecycle_and_iam(template: dict[str, Any]) -> None:
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["AWAKEN_CHECKPOINT_PREFIX"] == "checkpoints/"
+
+
+# ------------------------------------------------------------------ table
+
+
+def test_table_keys_billing_pitr_encryption_and_retention(
+    template: dict[str, Any], deployed: Deployed
+) -> None:
+    ((name, raw),) = resources_of_type(template, "AWS::DynamoDB::Table").items()
+    assert raw["DeletionPolicy"] == "Retain" and raw["UpdateReplacePolicy"] == "Retain"
+    for protection in ("true", "false"):
+        table = deployed(TableDeletionProtection=protection)[name]["Properties"]
+        assert table["DeletionProtectionEnabled"] == protection
+    assert table["BillingMode"] == "PAY_PER_REQUEST"
+    assert table["KeySchema"] == [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+    assert {(a["AttributeName"], a["AttributeType"]) for a in table["AttributeDefinitions"]} == {
+        ("pk", "S"),
+        ("sk", "S"),
+    }
+    assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert table["SSESpecification"]["SSEEnabled"] is True
+    assert template["Parameters"]["TableDeletionProtection"]["Default"] == "true"
+
+
+# ------------------------------------------------------------------ queue
+
+
+def test_run_queue_is_fifo_with_explicit_dedup_encryption_and_a_fifo_dlq(
+    deployed: Deployed,
+) -> None:
+    resources = deployed()
+    queue = resources["RunQueue"]["Properties"]
+    assert queue["FifoQueue"] is True
+    assert queue["ContentBasedDeduplication"] is False
+    assert queue["SqsManagedSseEnabled"] is True
+    redrive = queue["RedrivePolicy"]
+    assert redrive["deadLetterTargetArn"] == "<RunDeadLetterQueue.Arn>"
+    assert 1 < int(redrive["maxReceiveCount"]) <= 10
+    dlq = resources["RunDeadLetterQueue"]["Properties"]
+    assert dlq["FifoQueue"] is True and dlq["SqsManagedSseEnabled"] is True
+    # A dead letter must outlive its source message so someone can look at it.
+    assert int(dlq["MessageRetentionPeriod"]) > int(queue["MessageRetentionPeriod"])
+
+
+@pytest.mark.parametrize("timeout", ["120", "300", "600", "900"])
+def test_visibility_timeout_is_six_times_the_worker_timeout(
+    template: dict[str, Any], deployed: Deployed, timeout: str
+) -> None:
+    assert int(timeout) in template["Parameters"]["WorkerTimeout"]["AllowedValues"]
+    resources = deployed(WorkerTimeout=timeout)
+    worker = resources["WorkerFunction"]["Properties"]
+    visibility = int(resources["RunQueue"]["Properties"]["VisibilityTimeout"])
+    assert int(worker["Timeout"]) == int(timeout) <= 900
+    assert visibility >= 6 * int(timeout)
+    assert visibility <= 43200  # the SQS maximum
+
+
+def test_every_allowed_worker_timeout_has_a_visibility_timeout(template: dict[str, Any]) -> None:
+    allowed = {str(v) for v in template["Parameters"]["WorkerTimeout"]["AllowedValues"]}
+    assert allowed == set(template["Mappings"]["WorkerTimeouts"])
+
+
+def test_queues_refuse_requests_without_tls(deployed: Deployed) -> None:
+    (policy,) = resources_of_type(deployed(), "AWS::SQS::QueuePolicy").values()
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Effect"] == "Deny"
+    assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert set(statement["Resource"]) == {"<RunQueue.Arn>", "<RunDeadLetterQueue.Arn>"}
+
+
+def test_worker_consumes_the_queue_one_record_at_a_time_with_partial_failures(
+    deployed: Deployed,
+) -> None:
+    worker = deployed()["WorkerFunction"]["Properties"]
+    (event,) = worker["Events"].values()
+    assert event["Type"] == "SQS"
+    props = event["Properties"]
+    assert props["Queue"] == "<RunQueue.Arn>"
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert 1 <= int(props["BatchSize"]) <= 5
+    assert int(props["ScalingConfig"]["MaximumConcurrency"]) >= 2
+
+
+# ------------------------------------------------------------------ functions
+
+
+def test_handlers_runtime_and_timeouts(template: dict[str, Any], deployed: Deployed) -> None:
+    globals_ = template["Globals"]["Function"]
+    assert re.fullmatch(r"python3\.(1[1-9])", globals_["Runtime"])
+    assert globals_["Architectures"] == ["arm64"]
+    resources = deployed()
+    worker = resources["WorkerFunction"]["Properties"]
+    api = resources["ApiFunction"]["Properties"]
+    assert worker["Handler"] == "handlers.worker.lambda_handler"
+    assert api["Handler"] == "handlers.api.lambda_handler"
+    # API Gateway gives up after 30 s; the worker's deadline margin must fit in its timeout.
+    assert int(api["Timeout"]) < 30
+    margin = int(globals_["Environment"]["Variables"]["AWAKEN_DEADLINE_MARGIN_SECONDS"])
+    assert margin < int(worker["Timeout"]) <= 900
+    for fn in (worker, api):
+        assert fn["LoggingConfig"]["LogGroup"].startswith("<")
+        assert "Policies" not in fn, "SAM would attach AWS-managed policies"
+        assert fn["Role"] in {"<WorkerRole.Arn>", "<ApiRole.Arn>"}
+    assert worker["Role"] != api["Role"]
+
+
+def test_build_ships_the_package_through_the_makefile(template: dict[str, Any]) -> None:
+    from tests.infra.cfn import TEMPLATE_PATH
+
+    code_uri = template["Globals"]["Function"]["CodeUri"]
+    makefile = (TEMPLATE_PATH.parent / code_uri / "Makefile").read_text(encoding="utf-8")
+    for name in ("WorkerFunction", "ApiFunction"):
+        metadata = template["Resources"][name]["Metadata"]
+        assert metadata == {"BuildMethod": "makefile", "WorkingDirectory": "."}
+        assert f"build-{name}" in makefile
+    version = template["Globals"]["Function"]["Runtime"].removeprefix("python")
+    assert f"LAMBDA_PYTHON_VERSION ?= {version}" in makefile
+    assert "aarch64" in makefile
+
+
+def test_environment_names_are_the_handler_contract(deployed: Deployed) -> None:
+    minimal = deployed()["WorkerFunction"]["Properties"]["Environment"]["Variables"]
+    full = deployed(
+        Provider="openai",
+        Model="gpt-4.1",
+        OpenAIBaseUrl="https://llm.example/v1",
+        ApiKeyParameterName="/awaken/k",
+    )["ApiFunction"]["Properties"]["Environment"]["Variables"]
+    secret = deployed(Provider="anthropic", Model="claude-sonnet-4-5", ApiKeySecret="s")
+    secret_env = secret["WorkerFunction"]["Properties"]["Environment"]["Variables"]
+    names = set(full) | set(secret_env)
+    assert names - {"AWAKEN_API_KEY_SECRET_FIELD"} == CONTRACT_ENV
+    # Unset options are absent, not empty strings.
+    assert not {"AWAKEN_OPENAI_BASE_URL", "AWAKEN_API_KEY_PARAM", "AWAKEN_API_KEY_SECRET"} & set(
+        minimal
+    )
+    assert full["AWAKEN_API_KEY_PARAM"] == "/awaken/k"
+    assert full["AWAKEN_PROVIDER"] == "openai"
+    assert full["AWAKEN_QUEUE_URL"] == "<RunQueue>"
+    assert minimal["AWAKEN_DEADLINE_MARGIN_SECONDS"] == "10"
+    assert minimal["AWAKEN_LEASE_SECONDS"] == "60"
+
+
+# ------------------------------------------------------------------ HTTP API
+
+
+def test_every_route_is_behind_the_jwt_authorizer(deployed: Deployed) -> None:
+    resources = deployed(JwtAudience="a,b")
+    api = resources["HttpApi"]["Properties"]
+    auth = api["Auth"]
+    jwt = auth["Authorizers"][auth["DefaultAuthorizer"]]
+    assert jwt["IdentitySource"] == "$request.header.Authorization"
+    assert jwt["JwtConfiguration"]["issuer"].startswith("https://")
+    assert jwt["JwtConfiguration"]["audience"] == ["a", "b"]
+    routes = set()
+    for fn in resources_of_type(resources, "AWS::Serverless::Function").values():
+        for event in fn["Properties"].get("Events", {}).values():
+            if event["Type"] != "HttpApi":
+                continue
+            props = event["Properties"]
+            assert props["ApiId"] == "<HttpApi>", "a route on SAM's implicit API has no authorizer"
+            assert "Auth" not in props, "routes inherit the default JWT authorizer"
+            routes.add((props["Method"], props["Path"]))
+    assert routes == ROUTES
+    assert not resources_of_type(resources, "AWS::Serverless::Api")
+
+
+def test_api_stage_is_throttled_and_access_logs_hold_no_headers(deployed: Deployed) -> None:
+    api = deployed(ApiThrottlingRateLimit="7", ApiThrottlingBurstLimit="9")["HttpApi"]
+    settings = api["Properties"]["DefaultRouteSettings"]
+    assert settings == {"ThrottlingRateLimit": "7", "ThrottlingBurstLimit": "9"}
+    log_format = api["Properties"]["AccessLogSettings"]["Format"]
+    assert "$context.authorizer.claims.sub" in log_format
+    assert "header" not in log_format.lower() and "body" not in log_format.lower()
+
+
+# ------------------------------------------------------------------ IAM
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.get("Provider", "defaults"))
+def test_no_wildcard_actions_or_resources(deployed: Deployed, variant: dict[str, str]) -> None:
+    resources = deployed(**variant)
+    roles = resources_of_type(resources, "AWS::IAM::Role")
+    assert set(roles) == {"WorkerRole", "ApiRole"}
+    for name, role in roles.items():
+        assert "ManagedPolicyArns" not in role["Properties"]
+        for statement in role_statements(role):
+            assert statement["Effect"] == "Allow"
+            for action in as_list(statement["Action"]):
+                assert "*" not in action, (name, action)
+            for resource in as_list(statement["Resource"]):
+                assert resource != "*", (name, statement)
+                if "*" in resource.replace("/checkpoints/*", "").replace("/messages/*", ""):
+                    # The one wildcard AWS requires: the Regions a cross-Region inference
+                    # profile may route to, limited to calls made through that profile.
+                    assert statement["Action"] == "bedrock:InvokeModelWithResponseStream"
+                    assert "bedrock:InferenceProfileArn" in statement["Condition"]["StringEquals"]
+
+
+def test_worker_grants_are_exactly_its_needs(deployed: Deployed) -> None:
+    grants = _granted(deployed(), "WorkerRole")
+    objects = {"<CheckpointBucket.Arn>/checkpoints/*", "<CheckpointBucket.Arn>/messages/*"}
+    for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
+        assert grants[action] == objects
+    assert grants["s3:ListBucket"] == {"<CheckpointBucket.Arn>"}
+    table = {"<ThreadTable.Arn>"}
+    for action in ("GetItem", "PutItem", "UpdateItem", "Query", "ConditionCheckItem"):
+        assert grants[f"dynamodb:{action}"] == table
+    assert grants["sqs:SendMessage"] == {"<RunQueue.Arn>"}
+    assert grants["sqs:ReceiveMessage"] == {"<RunQueue.Arn>"}
+    assert grants["logs:PutLogEvents"] == {"<WorkerLogGroup.Arn>"}
+    assert not any(
+        a.startswith(("dynamodb:Delete", "dynamodb:Scan", "dynamodb:Batch")) for a in grants
+    )
+
+
+def test_api_cannot_touch_checkpoints_models_or_keys(deployed: Deployed) -> None:
+    for variant in VARIANTS:
+        grants = _granted(deployed(**variant), "ApiRole")
+        assert grants["s3:GetObject"] == {"<CheckpointBucket.Arn>/messages/*"}
+        assert not [a for a in grants if a.startswith(("bedrock:", "ssm:", "secretsmanager:"))]
+        assert "s3:DeleteObject" not in grants and "sqs:ReceiveMessage" not in grants
+        assert grants["sqs:SendMessage"] == {"<RunQueue.Arn>"}
+        assert grants["dynamodb:UpdateItem"] == {"<ThreadTable.Arn>"}
+
+
+def test_bedrock_is_granted_only_for_the_bedrock_provider_and_its_model(
+    deployed: Deployed,
+) -> None:
+    model = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+    grants = _granted(deployed(Provider="bedrock", Model=model), "WorkerRole")
+    profile = f"arn:aws:bedrock:us-east-1:123456789012:inference-profile/{model}"
+    assert grants["bedrock:InvokeModelWithResponseStream"] == {
+        f"arn:aws:bedrock:us-east-1::foundation-model/{model}",
+        profile,
+        "arn:aws:bedrock:*::foundation-model/*",
+    }
+    (conditioned,) = [
+        s
+        for s in _statements(deployed(Provider="bedrock", Model=model), "WorkerRole")
+        if s.get("Condition")
+    ]
+    assert conditioned["Condition"] == {"StringEquals": {"bedrock:InferenceProfileArn": profile}}
+    for provider in ("anthropic", "openai"):
+        grants = _granted(
+            deployed(Provider=provider, Model="m", ApiKeyParameterName="p"), "WorkerRole"
+        )
+        assert not [a for a in grants if a.startswith("bedrock:")]
+
+
+def test_api_key_read_is_granted_only_on_the_configured_location(deployed: Deployed) -> None:
+    assert not [
+        a
+        for a in _granted(deployed(), "WorkerRole")
+        if a.startswith(("ssm:", "secretsmanager:", "kms:"))
+    ]
+    base = {"Provider": "anthropic", "Model": "claude-sonnet-4-5"}
+    for name, arn in (
+        ("/awaken/key", "arn:aws:ssm:us-east-1:123456789012:parameter/awaken/key"),
+        ("awaken-key", "arn:aws:ssm:us-east-1:123456789012:parameter/awaken-key"),
+    ):
+        grants = _granted(deployed(**base, ApiKeyParameterName=name), "WorkerRole")
+        assert grants["ssm:GetParameter"] == {arn}
+        assert "secretsmanager:GetSecretValue" not in grants
+    for secret, arn in (
+        ("awaken/k", "arn:aws:secretsmanager:us-east-1:123456789012:secret:awaken/k-??????"),
+        (
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:k-AbCdEf",
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:k-AbCdEf",
+        ),
+    ):
+        grants = _granted(deployed(**base, ApiKeySecret=secret), "WorkerRole")
+        assert grants["secretsmanager:GetSecretValue"] == {arn}
+        assert "ssm:GetParameter" not in grants
+    key = "arn:aws:kms:us-east-1:123456789012:key/1"
+    statements = _statements(
+        deployed(**base, ApiKeyParameterName="/k", ApiKeyKmsKeyArn=key), "WorkerRole"
+    )
+    (decrypt,) = [s for s in statements if s["Action"] == "kms:Decrypt"]
+    assert decrypt["Resource"] == key
+    assert set(decrypt["Condition"]["StringEquals"]["kms:ViaService"]) == {
+        "ssm.us-east-1.amazonaws.com",
+        "secretsmanager.us-east-1.amazonaws.com",
+    }
+
+
+def test_rules_reject_a_hosted_provider_without_key_or_model(template: dict[str, Any]) -> None:
+    rules = template["Rules"]
+
+    def holds(rule: str, **parameters: str) -> bool:
+        resolver = Resolver(template, JwtIssuer="https://i", JwtAudience="a", **parameters)
+        body = rules[rule]
+        if "RuleCondition" in body and not resolver.resolve(body["RuleCondition"]):
+            return True
+        return all(resolver.resolve(a["Assert"]) for a in body["Assertions"])
+
+    assert holds("HostedProviderNeedsKey")  # bedrock defaults
+    assert not holds("HostedProviderNeedsKey", Provider="anthropic", Model="claude-sonnet-4-5")
+    assert not holds("HostedProviderNeedsKey", Provider="anthropic", ApiKeyParameterName="/k")
+    assert holds(
+        "HostedProviderNeedsKey", Provider="anthropic", Model="claude-x", ApiKeyParameterName="/k"
+    )
+    assert holds(
+        "HostedProviderNeedsKey", Provider="openai", Model="m", OpenAIBaseUrl="http://vllm/v1"
+    )
+    assert not holds("OneKeyLocation", ApiKeyParameterName="/k", ApiKeySecret="s")
+    assert holds("OneKeyLocation", ApiKeySecret="s")
+
+
+def test_outputs_name_what_a_caller_needs(template: dict[str, Any]) -> None:
+    assert {"ApiUrl", "BucketName", "TableName", "QueueUrl"} <= set(template["Outputs"])
