@@ -18,7 +18,24 @@ import yaml  # type: ignore[import-untyped]
 
 TEMPLATE_PATH = Path(__file__).resolve().parents[2] / "template.yaml"
 
-_SHORT_TAGS = ["Base64", "Cidr", "FindInMap", "GetAtt", "GetAZs", "ImportValue", "Join", "Select", "Split", "Sub", "Transform", "And", "Equals", "If", "Not", "Or"]
+_SHORT_TAGS = [
+    "Base64",
+    "Cidr",
+    "FindInMap",
+    "GetAtt",
+    "GetAZs",
+    "ImportValue",
+    "Join",
+    "Select",
+    "Split",
+    "Sub",
+    "Transform",
+    "And",
+    "Equals",
+    "If",
+    "Not",
+    "Or",
+]
 
 
 class _CfnLoader(yaml.SafeLoader):  # type: ignore[misc]
