@@ -1,0 +1,314 @@
+"""The SQS worker handler, invoked in-process with SQS events against DynamoDB, S3 and SQS
+on moto; a fake event source mapping deletes acknowledged messages and makes failed ones
+visible again, as Lambda and the visibility timeout do."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from awaken_s3.demo.model import ANSWER, ContinuingModel
+from awaken_s3.runtime.tools import Tool, ToolRegistry
+from awaken_s3.service.wiring import Services
+from awaken_s3.streaming.events import StreamEvent
+from awaken_s3.streaming.provider import ModelRequest, Provider, ProviderCapabilities
+from awaken_s3.streaming.scripted import ScriptedProvider, finish, text_turn, tool_call
+from awaken_s3.threads import RunState
+from awaken_s3.threads.models import RunStatus
+from handlers import api
+from handlers.worker import LambdaHandler, make_handler
+from tests.handlers.conftest import (
+    MARGIN,
+    Aws,
+    FakeContext,
+    emf_metrics,
+    http_event,
+    record_from_message,
+    sqs_event,
+    sqs_record,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def call_api(method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+    response = api.lambda_handler(http_event(method, path, **kwargs), FakeContext().lambda_context)
+    assert int(response["statusCode"]) < 300, response
+    body: dict[str, Any] = json.loads(response["body"])
+    return body
+
+
+def start_run(run_id: str = "run-1", **body: Any) -> str:
+    thread = call_api("POST", "/threads")
+    call_api(
+        "POST",
+        f"/threads/{thread['thread_id']}/runs",
+        body={"message": "What is a stream checkpoint?", "run_id": run_id, **body},
+    )
+    return str(thread["thread_id"])
+
+
+def fast_model() -> Provider:
+    return ContinuingModel(chunk=40, delay=0.0)
+
+
+def deliver(
+    aws: Aws, handler: LambdaHandler, *, remaining_ms: int = 300_000
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Receive what the queue holds, invoke the worker with it, then settle the messages."""
+    messages = aws.receive()
+    assert messages, "the queue is empty"
+    event = sqs_event(*(record_from_message(m, aws) for m in messages))
+    response = handler(event, FakeContext(remaining_ms=remaining_ms).lambda_context)
+    failed = {failure["itemIdentifier"] for failure in response["batchItemFailures"]}
+    for message in messages:
+        if message["MessageId"] in failed:
+            aws.release(message)
+        else:
+            aws.delete(message)
+    return response, messages
+
+
+def assistant_texts(thread_id: str) -> list[str]:
+    thread = call_api("GET", f"/threads/{thread_id}")
+    return [
+        "".join(block.get("text", "") for block in message["content"])
+        for message in thread["messages"]
+        if message["role"] == "assistant"
+    ]
+
+
+def test_api_to_queue_to_worker_commits_the_whole_turn(
+    aws: Aws, capsys: pytest.CaptureFixture[str]
+) -> None:
+    thread_id = start_run()
+    response, messages = deliver(aws, make_handler(provider_factory=fast_model))
+    assert response == {"batchItemFailures": []}
+    assert len(messages) == 1
+    thread = call_api("GET", f"/threads/{thread_id}")
+    assert [m["role"] for m in thread["messages"]] == ["user", "assistant"]
+    assert assistant_texts(thread_id) == [ANSWER]
+    run = call_api("GET", "/runs/run-1")
+    assert run["status"] == "completed"
+    assert run["turn"] == 1
+    assert run["usage"]["output_tokens"] > 0
+    assert aws.receive() == []  # acknowledged, and no continuation
+    metrics = emf_metrics(capsys.readouterr().out)
+    assert metrics["RunsCompleted"] == 1
+    assert metrics["TurnsCommitted"] == 1
+
+
+def test_duplicate_deliveries_converge_to_one_committed_turn(
+    aws: Aws, capsys: pytest.CaptureFixture[str]
+) -> None:
+    thread_id = start_run()
+    [message] = aws.receive()
+    handler = make_handler(provider_factory=fast_model)
+    # A standard queue may hand one message out twice, even in one batch ...
+    record = record_from_message(message, aws)
+    standard = "arn:aws:sqs:us-east-1:123456789012:awaken-runs"
+    twice = sqs_event(
+        {**record, "eventSourceARN": standard}, {**record, "eventSourceARN": standard}
+    )
+    assert handler(twice, FakeContext().lambda_context) == {"batchItemFailures": []}
+    # ... and again later, to another invocation.
+    again = handler(sqs_event(record), FakeContext().lambda_context)
+    assert again == {"batchItemFailures": []}
+    assert assistant_texts(thread_id) == [ANSWER]
+    metrics = emf_metrics(capsys.readouterr().out)
+    assert metrics["RunsCompleted"] == 1
+    assert metrics["RunsNotRunnable"] == 2
+    assert metrics["TurnsCommitted"] == 1
+
+
+def test_near_the_deadline_the_worker_suspends_and_a_continuation_completes_the_turn(
+    aws: Aws, capsys: pytest.CaptureFixture[str]
+) -> None:
+    thread_id = start_run()
+    slow = make_handler(provider_factory=lambda: ContinuingModel(chunk=6, delay=0.01))
+    # 0.3 s of work before the margin: the turn (about 150 deltas, 10 ms apart) cannot finish.
+    first, _ = deliver(aws, slow, remaining_ms=int((MARGIN + 0.3) * 1000))
+    assert first == {"batchItemFailures": []}
+    run = call_api("GET", "/runs/run-1")
+    assert run["status"] == "suspended"
+    assert assistant_texts(thread_id) == []
+    [continuation] = aws.receive()
+    assert json.loads(continuation["Body"]) == {"run_id": "run-1", "reason": "continue"}
+    assert continuation["Attributes"]["MessageGroupId"] == "run-1"
+    aws.release(continuation)
+
+    second, _ = deliver(aws, slow)
+    assert second == {"batchItemFailures": []}
+    # The committed turn is the whole answer: what the first invocation streamed plus the rest.
+    assert assistant_texts(thread_id) == [ANSWER]
+    assert call_api("GET", "/runs/run-1")["status"] == "completed"
+    assert aws.receive() == []
+    metrics = emf_metrics(capsys.readouterr().out)
+    assert metrics["RunsSuspended"] == 1
+    assert metrics["ContinuationsSent"] == 1
+    assert metrics["RunsCompleted"] == 1
+
+
+def test_a_run_leased_by_a_live_worker_fails_the_record_for_redelivery(aws: Aws) -> None:
+    thread_id = start_run()
+
+    async def hold(services: Services) -> RunState:
+        return await services.threads.claim_run("run-1", worker="other", lease_seconds=300)
+
+    held = aws.run(hold)
+    handler = make_handler(provider_factory=fast_model)
+    response, [message] = deliver(aws, handler)
+    assert response == {"batchItemFailures": [{"itemIdentifier": message["MessageId"]}]}
+
+    async def current(services: Services) -> RunState:
+        return await services.threads.get_run("run-1")
+
+    # The holder's lease is untouched and nothing was committed.
+    assert aws.run(current).lease == held.lease
+    assert assistant_texts(thread_id) == []
+
+    # The holder lets go; the redelivered message (visible again) completes the run.
+    async def release(services: Services) -> RunState:
+        return await services.threads.release_lease("run-1", worker="other", epoch=held.lease.epoch)
+
+    aws.run(release)
+    response, _ = deliver(aws, handler)
+    assert response == {"batchItemFailures": []}
+    assert assistant_texts(thread_id) == [ANSWER]
+
+
+def test_malformed_messages_are_acknowledged_and_counted(
+    aws: Aws, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bodies = ["not json", '{"run_id": "../../etc"}', "{}", '{"run_id": "r", "reason": "x"}']
+    event = sqs_event(*(sqs_record(body, group_id=f"g{i}") for i, body in enumerate(bodies)))
+    response = make_handler(provider_factory=fast_model)(event, FakeContext().lambda_context)
+    assert response == {"batchItemFailures": []}
+    assert emf_metrics(capsys.readouterr().out)["MalformedMessages"] == len(bodies)
+
+
+def test_a_message_for_an_unknown_run_is_acknowledged(
+    aws: Aws, capsys: pytest.CaptureFixture[str]
+) -> None:
+    event = sqs_event(sqs_record('{"run_id": "ghost"}', group_id="ghost"))
+    response = make_handler(provider_factory=fast_model)(event, FakeContext().lambda_context)
+    assert response == {"batchItemFailures": []}
+    assert emf_metrics(capsys.readouterr().out)["UnknownRuns"] == 1
+
+
+class BrokenProvider:
+    """A provider with a bug: not a provider error, an unexpected exception."""
+
+    name = "broken"
+
+    def capabilities(self, model: str) -> ProviderCapabilities:
+        return ProviderCapabilities(assistant_prefill=False)
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        raise RuntimeError("a bug in the provider adapter")
+
+
+def test_fifo_partial_batch_response_fails_only_the_broken_runs_group(aws: Aws) -> None:
+    """Run A hits an unexpected error: its record and the later record of its group fail
+    (FIFO order within a run holds), while run B, another group, completes."""
+    start_run("run-a")
+    thread_b = start_run("run-b")
+    broken = make_handler(provider_factory=_first_broken)
+    a1 = sqs_record('{"run_id": "run-a"}', group_id="run-a")
+    a2 = sqs_record('{"run_id": "run-a", "reason": "continue"}', group_id="run-a")
+    b1 = sqs_record('{"run_id": "run-b"}', group_id="run-b")
+    response = broken(sqs_event(a1, b1, a2), FakeContext().lambda_context)
+    assert response == {
+        "batchItemFailures": [
+            {"itemIdentifier": a1["messageId"]},
+            {"itemIdentifier": a2["messageId"]},
+        ]
+    }
+    assert assistant_texts(thread_b) == [ANSWER]
+    # The failed invocation released its lease: the retry can run at once, and does.
+    healthy = make_handler(provider_factory=fast_model)
+    retry = healthy(sqs_event(a1, a2), FakeContext().lambda_context)
+    assert retry == {"batchItemFailures": []}
+    assert call_api("GET", "/runs/run-a")["status"] == "completed"
+
+
+def test_standard_queue_batches_process_every_record(aws: Aws) -> None:
+    start_run("run-a")
+    standard = "arn:aws:sqs:us-east-1:123456789012:awaken-runs"
+    bad = sqs_record('{"run_id": "run-a"}', queue_arn=standard)
+    good = sqs_record('{"run_id": "run-b"}', queue_arn=standard)
+    thread_b = start_run("run-b")
+    handler = make_handler(provider_factory=lambda: _first_broken())
+    response = handler(sqs_event(bad, good), FakeContext().lambda_context)
+    assert response == {"batchItemFailures": [{"itemIdentifier": bad["messageId"]}]}
+    assert assistant_texts(thread_b) == [ANSWER]
+
+
+class _FirstCallBroken:
+    """Breaks on its first stream only (one provider serves the whole invocation)."""
+
+    name = "first-broken"
+
+    def __init__(self) -> None:
+        self.inner = fast_model()
+        self.calls = 0
+
+    def capabilities(self, model: str) -> ProviderCapabilities:
+        return self.inner.capabilities(model)
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("a bug in the provider adapter")
+        return self.inner.stream(request)
+
+
+def _first_broken() -> Provider:
+    return _FirstCallBroken()
+
+
+def test_plugged_in_tools_run_once_and_the_run_completes(aws: Aws) -> None:
+    seen: list[dict[str, int]] = []
+
+    def add(a: int, b: int) -> str:
+        seen.append({"a": a, "b": b})
+        return str(a + b)
+
+    tools = ToolRegistry(
+        [
+            Tool(
+                "add",
+                "add two integers",
+                {
+                    "type": "object",
+                    "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                    "required": ["a", "b"],
+                },
+                add,
+            )
+        ]
+    )
+    model = ScriptedProvider(
+        [
+            [*tool_call(0, "add", {"a": 2, "b": 3}, call_id="call-1"), *finish("tool_use")],
+            text_turn("2 + 3 = 5"),
+        ]
+    )
+    thread_id = start_run(tools=["add"])
+    response, _ = deliver(aws, make_handler(tools, provider_factory=lambda: model))
+    assert response == {"batchItemFailures": []}
+    assert seen == [{"a": 2, "b": 3}]
+    thread = call_api("GET", f"/threads/{thread_id}")
+    roles = [m["role"] for m in thread["messages"]]
+    assert roles == ["user", "assistant", "user", "assistant"]
+    assert thread["messages"][2]["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": "call-1",
+        "content": "5",
+        "is_error": False,
+    }
+    assert assistant_texts(thread_id)[-1] == "2 + 3 = 5"
+    assert call_api("GET", "/runs/run-1")["status"] == RunStatus.COMPLETED.value
