@@ -456,3 +456,16 @@ def test_rules_reject_a_hosted_provider_without_key_or_model(template: dict[str,
 
 def test_outputs_name_what_a_caller_needs(template: dict[str, Any]) -> None:
     assert {"ApiUrl", "BucketName", "TableName", "QueueUrl"} <= set(template["Outputs"])
+
+
+def test_dead_letters_raise_an_alarm(deployed: Deployed) -> None:
+    topic = "arn:aws:sns:us-east-1:123456789012:ops"
+    for parameters, actions in (({}, None), ({"AlarmTopicArn": topic}, [topic])):
+        (alarm,) = resources_of_type(deployed(**parameters), "AWS::CloudWatch::Alarm").values()
+        props = alarm["Properties"]
+        assert props["Dimensions"] == [
+            {"Name": "QueueName", "Value": "<RunDeadLetterQueue.QueueName>"}
+        ]
+        assert props["MetricName"] == "ApproximateNumberOfMessagesVisible"
+        assert props["ComparisonOperator"] == "GreaterThanThreshold" and props["Threshold"] == 0
+        assert props.get("AlarmActions") == actions
