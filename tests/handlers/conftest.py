@@ -8,6 +8,7 @@ import asyncio
 import base64
 import copy
 import json
+import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -161,6 +162,25 @@ _HTTP_TEMPLATE = _template("http_api_v2.json")
 _SQS_TEMPLATE = _template("sqs_receive_message.json")
 
 
+#: the routes template.yaml declares, as API Gateway names them in routeKey
+ROUTES = [
+    ("POST", re.compile(r"^/threads$"), "/threads"),
+    ("GET", re.compile(r"^/threads/(?P<thread_id>[^/]+)$"), "/threads/{thread_id}"),
+    ("POST", re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs$"), "/threads/{thread_id}/runs"),
+    ("GET", re.compile(r"^/runs/(?P<run_id>[^/]+)$"), "/runs/{run_id}"),
+    ("POST", re.compile(r"^/runs/(?P<run_id>[^/]+)/cancel$"), "/runs/{run_id}/cancel"),
+]
+
+
+def _route(method: str, path: str) -> tuple[str, dict[str, str] | None]:
+    for route_method, pattern, template in ROUTES:
+        match = pattern.match(path)
+        if match and route_method == method:
+            return f"{method} {template}", (match.groupdict() or None)
+    # API Gateway itself answers unknown routes; a $default route would pass them on.
+    return "$default", None
+
+
 def http_event(
     method: str,
     path: str,
@@ -173,17 +193,23 @@ def http_event(
 ) -> dict[str, Any]:
     """An HTTP API request behind a JWT authorizer; ``sub=None`` drops the authorizer block."""
     event = copy.deepcopy(_HTTP_TEMPLATE)
-    event["routeKey"] = "$default"
+    route_key, path_parameters = _route(method, path)
+    event["routeKey"] = route_key
     event["rawPath"] = path
     event["rawQueryString"] = ""
     event.pop("queryStringParameters", None)
-    event.pop("pathParameters", None)
+    event.pop("stageVariables", None)
+    if path_parameters:
+        event["pathParameters"] = path_parameters
+    else:
+        event.pop("pathParameters", None)
     event.pop("cookies", None)
     event["headers"] = {"content-type": "application/json", "host": "id.execute-api.amazonaws.com"}
     context = event["requestContext"]
     context["http"]["method"] = method
     context["http"]["path"] = path
     context["requestId"] = uuid.uuid4().hex
+    context["routeKey"] = route_key
     if sub is None and claims is None:
         context.pop("authorizer", None)
     else:

@@ -82,7 +82,7 @@ def assistant_texts(thread_id: str) -> list[str]:
 
 
 def test_api_to_queue_to_worker_commits_the_whole_turn(
-    aws: Aws, capsys: pytest.CaptureFixture[str]
+    aws: Aws, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     thread_id = start_run()
     response, messages = deliver(aws, make_handler(provider_factory=fast_model))
@@ -99,6 +99,10 @@ def test_api_to_queue_to_worker_commits_the_whole_turn(
     metrics = emf_metrics(capsys.readouterr().out)
     assert metrics["RunsCompleted"] == 1
     assert metrics["TurnsCommitted"] == 1
+    [ended] = [r for r in caplog.records if r.getMessage() == "run invocation ended"]
+    assert (vars(ended)["run_id"], vars(ended)["end"]) == ("run-1", "completed")
+    # The answer itself is user data: it is never logged.
+    assert not any(ANSWER[:60] in str(vars(r)) for r in caplog.records)
 
 
 def test_duplicate_deliveries_converge_to_one_committed_turn(
