@@ -43,6 +43,7 @@ from awaken_s3.service.http_models import (
     thread_view,
     validation_details,
 )
+from awaken_s3.service.logs import route_library_logs
 from awaken_s3.service.queue import RunMessage, send_run_message
 from awaken_s3.service.wiring import Services, open_services
 from awaken_s3.settings import StorageSettings
@@ -57,6 +58,7 @@ from awaken_s3.threads.models import RunSettings, RunState, RunStatus, Thread
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "awaken-s3")
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "awaken-s3")
+route_library_logs(logger)
 app = APIGatewayHttpResolver()
 
 T = TypeVar("T")

@@ -29,7 +29,6 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.logging import utils as logging_utils
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
@@ -41,14 +40,13 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
-import awaken_s3.runtime.loop
-import awaken_s3.streaming.runner  # noqa: F401  (their loggers must exist before copying config)
 from awaken_s3.providers.config import ProviderSettings, build_provider
 from awaken_s3.runtime.loop import RunEnd, RunLoop, RunResult
 from awaken_s3.runtime.tools import ToolRegistry
 from awaken_s3.service.config import WorkerSettings
 from awaken_s3.service.dispositions import RUN_END_METRICS, Disposition, disposition
 from awaken_s3.service.instrumented import InstrumentedRunner, TurnTally
+from awaken_s3.service.logs import route_library_logs
 from awaken_s3.service.queue import RunMessage, is_fifo, send_run_message
 from awaken_s3.service.wiring import Services, open_services
 from awaken_s3.settings import StorageSettings
@@ -58,8 +56,7 @@ from awaken_s3.threads.errors import RunNotFound
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "awaken-s3")
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "awaken-s3")
-# The library logs through the standard logging module; give it the same JSON format.
-logging_utils.copy_config_to_registered_loggers(source_logger=logger, include={"awaken_s3"})
+route_library_logs(logger)
 
 ProviderFactory = Callable[[], Provider]
 LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]

@@ -3,15 +3,20 @@ settings, deadline and worker ids. No AWS."""
 
 from __future__ import annotations
 
+import io
+import json
+import logging
 import re
 import time
 
 import pytest
+from aws_lambda_powertools import Logger
 from pydantic import ValidationError
 
 from awaken_s3.runtime.loop import RunEnd
 from awaken_s3.service.config import WorkerSettings, allowed_models
 from awaken_s3.service.dispositions import RUN_END_METRICS, Disposition, disposition
+from awaken_s3.service.logs import route_library_logs
 from awaken_s3.service.queue import (
     RunMessage,
     deduplication_id,
@@ -128,3 +133,20 @@ def test_fifo_events_are_recognised_by_their_source_arn() -> None:
     assert is_fifo_event(fifo, STANDARD)
     assert not is_fifo_event(standard, FIFO)
     assert is_fifo_event({"Records": []}, FIFO)
+
+
+def test_library_logs_take_the_handler_format_only_inside_lambda() -> None:
+    library = logging.getLogger("awaken_s3")
+    saved = (list(library.handlers), library.propagate, library.level)
+    buffer = io.StringIO()
+    powertools = Logger(service="awaken-unit", logger_handler=logging.StreamHandler(buffer))
+    try:
+        assert not route_library_logs(powertools, env={})
+        assert library.propagate  # outside Lambda the library's records reach root as usual
+        assert route_library_logs(powertools, env={"AWS_LAMBDA_FUNCTION_NAME": "awaken-worker"})
+        logging.getLogger("awaken_s3.runtime").warning("run %s: fenced", "run-7")
+        line = json.loads(buffer.getvalue().splitlines()[-1])
+        assert (line["message"], line["service"]) == ("run run-7: fenced", "awaken-unit")
+    finally:
+        library.handlers, library.propagate = saved[0], saved[1]
+        library.setLevel(saved[2])
