@@ -44,5 +44,15 @@ if [ "${1:-}" = "--build" ]; then
         [ ! -e "$out/$fn/tests" ] || { echo "sam build: tests/ leaked into $fn" >&2; exit 1; }
     done
     du -sh "$out"/WorkerFunction "$out"/ApiFunction
+    # The arm64 artifact cannot be imported here; the same recipe for this host's platform
+    # can. Importing the handlers from it alone (-I: no site-packages, no .venv) proves the
+    # artifact's dependency set is complete, e.g. that no handler needs a dev-only package.
+    echo "== import smoke test of the same build for $PYTHON on this host"
+    host="$out/host"
+    make -s -f infra/lambda/Makefile artifact ARTIFACTS_DIR="$host" PYTHON="$PYTHON" \
+        LAMBDA_PYTHON_VERSION="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
+        LAMBDA_PLATFORMS="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_platform().replace("linux-", "manylinux2014_"))')"
+    (cd "$host" && env -i PATH=/usr/bin:/bin AWS_DEFAULT_REGION=us-east-1 "$(command -v "$PYTHON")" -I -c \
+        'import sys; sys.path.insert(0, "."); import handlers.worker, handlers.api; print("handlers import: OK")')
 fi
 echo "template.yaml: OK"
