@@ -276,7 +276,9 @@ def test_environment_names_are_the_handler_contract(deployed: Deployed) -> None:
     secret = deployed(Provider="anthropic", Model="claude-sonnet-4-5", ApiKeySecret="s")
     secret_env = secret["WorkerFunction"]["Properties"]["Environment"]["Variables"]
     names = set(full) | set(secret_env)
-    assert names - {"AWAKEN_API_KEY_SECRET_FIELD"} == CONTRACT_ENV
+    assert names - {"AWAKEN_API_KEY_SECRET_FIELD", "POWERTOOLS_LOGGER_LOG_EVENT"} == CONTRACT_ENV
+    # The API's events hold the caller's bearer token.
+    assert full["POWERTOOLS_LOGGER_LOG_EVENT"] == "false"
     # Unset options are absent, not empty strings.
     assert not {"AWAKEN_OPENAI_BASE_URL", "AWAKEN_API_KEY_PARAM", "AWAKEN_API_KEY_SECRET"} & set(
         minimal
