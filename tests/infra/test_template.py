@@ -121,6 +121,17 @@ def test_bucket_policy_denies_every_request_without_tls(deployed: Deployed) -> N
     assert not [s for s in statements if s["Effect"] == "Allow"]
 
 
+def test_bucket_refuses_unconditional_checkpoint_writes(deployed: Deployed) -> None:
+    (policy,) = resources_of_type(deployed(), "AWS::S3::BucketPolicy").values()
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    (guard,) = [s for s in statements if "Null" in s.get("Condition", {})]
+    assert guard["Effect"] == "Deny" and guard["Principal"] == "*"
+    assert guard["Action"] == "s3:PutObject"
+    assert guard["Resource"] == "<CheckpointBucket.Arn>/checkpoints/*"
+    # Both keys in one Null block: denied only when neither header is present.
+    assert guard["Condition"] == {"Null": {"s3:if-match": "true", "s3:if-none-match": "true"}}
+
+
 def test_only_checkpoints_expire_and_message_bodies_are_kept(deployed: Deployed) -> None:
     rules = _bucket(deployed(CheckpointExpirationDays="4"))["LifecycleConfiguration"]["Rules"]
     expiring = [r for r in rules if {"ExpirationInDays", "ExpirationDate"} & set(r)]
