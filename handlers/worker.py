@@ -21,6 +21,7 @@ Tracer is not used: it needs aws-xray-sdk, which is not a dependency of this pac
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 import uuid
@@ -207,6 +208,11 @@ class Invocation:
         _count("ContinuationsSent")
 
 
+async def _open_provider(factory: ProviderFactory) -> Provider:
+    # Inside the invocation's loop: SDK clients may bind to the loop they are created on.
+    return factory()
+
+
 async def _close_provider(provider: Provider) -> None:
     aclose = getattr(provider, "aclose", None)
     if aclose is not None:
@@ -231,30 +237,23 @@ def process_batch(
     processor.raise_on_entire_batch_failure = False
 
     with asyncio.Runner() as runner:
-        stack = open_services(storage)
-        services = runner.run(stack.__aenter__())
+        resources = contextlib.AsyncExitStack()
         try:
-            provider = provider_factory()
-            try:
-                invocation = Invocation(
-                    services,
-                    provider,
-                    tools,
-                    settings=settings,
-                    context=context,
-                    deadline=deadline,
-                )
-                response = process_partial_response(
-                    event=event,
-                    record_handler=lambda record: runner.run(invocation.handle(record)),
-                    processor=processor,
-                    context=context,
-                )
-                return dict(response)
-            finally:
-                runner.run(_close_provider(provider))
+            services = runner.run(resources.enter_async_context(open_services(storage)))
+            provider = runner.run(_open_provider(provider_factory))
+            resources.push_async_callback(_close_provider, provider)
+            invocation = Invocation(
+                services, provider, tools, settings=settings, context=context, deadline=deadline
+            )
+            response = process_partial_response(
+                event=event,
+                record_handler=lambda record: runner.run(invocation.handle(record)),
+                processor=processor,
+                context=context,
+            )
+            return dict(response)
         finally:
-            runner.run(stack.__aexit__(None, None, None))
+            runner.run(resources.aclose())
 
 
 def make_handler(

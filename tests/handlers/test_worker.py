@@ -4,6 +4,7 @@ visible again, as Lambda and the visibility timeout do."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -316,3 +317,21 @@ def test_plugged_in_tools_run_once_and_the_run_completes(aws: Aws) -> None:
     }
     assert assistant_texts(thread_id)[-1] == "2 + 3 = 5"
     assert call_api("GET", "/runs/run-1")["status"] == RunStatus.COMPLETED.value
+
+
+def test_the_provider_lives_on_the_invocations_loop_and_is_closed(aws: Aws) -> None:
+    events: list[str] = []
+
+    class ClosableModel(ContinuingModel):
+        async def aclose(self) -> None:
+            events.append("closed")
+
+    def factory() -> Provider:
+        asyncio.get_running_loop()  # raises outside a running loop
+        events.append("opened")
+        return ClosableModel(chunk=40, delay=0.0)
+
+    start_run()
+    response, _ = deliver(aws, make_handler(provider_factory=factory))
+    assert response == {"batchItemFailures": []}
+    assert events == ["opened", "closed"]
