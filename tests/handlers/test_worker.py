@@ -16,7 +16,14 @@ from awaken_s3.runtime.tools import Tool, ToolRegistry
 from awaken_s3.service.wiring import Services
 from awaken_s3.streaming.events import StreamEvent
 from awaken_s3.streaming.provider import ModelRequest, Provider, ProviderCapabilities
-from awaken_s3.streaming.scripted import ScriptedProvider, finish, text_turn, tool_call
+from awaken_s3.streaming.scripted import (
+    ScriptedProvider,
+    Stall,
+    finish,
+    text_deltas,
+    text_turn,
+    tool_call,
+)
 from awaken_s3.threads import RunState
 from awaken_s3.threads.models import RunStatus
 from handlers import api
@@ -335,3 +342,37 @@ def test_the_provider_lives_on_the_invocations_loop_and_is_closed(aws: Aws) -> N
     response, _ = deliver(aws, make_handler(provider_factory=factory))
     assert response == {"batchItemFailures": []}
     assert events == ["opened", "closed"]
+
+
+def test_a_turn_cut_by_the_deadline_resumes_from_its_checkpoint_with_r1(
+    aws: Aws, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Deterministic: the first invocation's stream stalls after its text, so the deadline
+    always cuts it; the second resumes the checkpointed text (R1) and commits prefix +
+    continuation as one assistant message."""
+    prefix, rest = "The checkpoint holds the partial turn", ", and the next worker goes on."
+    model = ScriptedProvider([[*text_deltas(prefix), Stall()], text_turn(rest)])
+    handler = make_handler(provider_factory=lambda: model)
+    thread_id = start_run()
+
+    first, _ = deliver(aws, handler, remaining_ms=int((MARGIN + 1.0) * 1000))
+    assert first == {"batchItemFailures": []}
+    first_metrics = emf_metrics(capsys.readouterr().out)
+    assert first_metrics["RunsSuspended"] == 1
+    assert first_metrics["CheckpointPuts"] >= 1
+
+    second, _ = deliver(aws, handler)
+    assert second == {"batchItemFailures": []}
+    second_metrics = emf_metrics(capsys.readouterr().out)
+    assert second_metrics["RecoveryPlanR1"] == 1
+    assert second_metrics["RunsCompleted"] == 1
+    # The model was asked to continue from the saved text ...
+    assert model.requests[1].messages[-1].role == "assistant"
+    assert model.requests[1].messages[-1].text == prefix
+    # ... and the thread holds the whole turn, once.
+    assert assistant_texts(thread_id) == [prefix + rest]
+
+    async def leftover(services: Services) -> object:
+        return await services.checkpoints.get("run-1")
+
+    assert aws.run(leftover) is None  # deleted after the commit
