@@ -7,8 +7,10 @@ clients are opened before the first record and closed after the last.
 
 Per record: a malformed body is logged, counted and acknowledged (it can never succeed);
 otherwise the run loop runs until ``deadline = now + remaining - margin``. A suspended run gets
-a continuation message (then the record is acknowledged); a run leased by a live worker fails
-the record so SQS redelivers it after the visibility timeout; every other end acknowledges.
+a continuation message (then the record is acknowledged); a run leased by another worker fails
+the record, after shortening its visibility to the holder's remaining lease (doubling with each
+receive, see :func:`busy_delay`), so a dead holder's run resumes within about a lease period
+rather than after the queue's long visibility timeout; every other end acknowledges.
 An unexpected exception fails the record (partial batch response).
 
 On a FIFO queue the processor is :class:`SqsFifoPartialProcessor` with
@@ -39,6 +41,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from awaken_s3.providers.config import ProviderSettings, build_provider
@@ -48,7 +51,13 @@ from awaken_s3.service.config import WorkerSettings
 from awaken_s3.service.dispositions import RUN_END_METRICS, Disposition, disposition
 from awaken_s3.service.instrumented import InstrumentedRunner, TurnTally
 from awaken_s3.service.logs import route_library_logs
-from awaken_s3.service.queue import RunMessage, is_fifo, send_run_message
+from awaken_s3.service.queue import (
+    RunMessage,
+    busy_delay,
+    is_fifo,
+    retry_later,
+    send_run_message,
+)
 from awaken_s3.service.wiring import Services, open_services
 from awaken_s3.settings import StorageSettings
 from awaken_s3.streaming.provider import Provider
@@ -188,11 +197,26 @@ class Invocation:
         if action is Disposition.CONTINUE:
             await self._continue(result)
         elif action is Disposition.RETRY:
+            await self._retry_later(record, result)
             raise RunBusy(
                 f"run {result.run_id} is leased by another worker; retry in "
                 f"{result.retry_after or 0:.1f}s"
             )
         return result.end.value
+
+    async def _retry_later(self, record: SQSRecord, result: RunResult) -> None:
+        receives = int(record.attributes.approximate_receive_count or 1)
+        delay = busy_delay(result.retry_after, receives, base=self.settings.busy_base_delay)
+        try:
+            await retry_later(
+                self.services.sqs, self.services.queue_url, record.receipt_handle, delay
+            )
+        except (ClientError, BotoCoreError) as exc:
+            # The record still comes back, only after the queue's full visibility timeout.
+            logger.warning(
+                "could not shorten a busy record's visibility",
+                extra={"message_id": record.message_id, "error": type(exc).__name__},
+            )
 
     async def _continue(self, result: RunResult) -> None:
         run = result.run

@@ -10,6 +10,7 @@ from awaken_s3.settings import SettingsError
 
 DEFAULT_DEADLINE_MARGIN = 10.0
 DEFAULT_LEASE_SECONDS = 60.0
+DEFAULT_BUSY_BASE_DELAY = 30.0
 
 
 def _positive(env: Mapping[str, str], name: str, default: float) -> float:
@@ -31,6 +32,8 @@ class WorkerSettings:
     #: release and the continuation send must fit in it
     deadline_margin: float = DEFAULT_DEADLINE_MARGIN
     lease_seconds: float = DEFAULT_LEASE_SECONDS
+    #: first back-off step of a busy run's record (see awaken_s3.service.queue.busy_delay)
+    busy_base_delay: float = DEFAULT_BUSY_BASE_DELAY
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerSettings:
@@ -40,6 +43,9 @@ class WorkerSettings:
                 env, "AWAKEN_DEADLINE_MARGIN_SECONDS", DEFAULT_DEADLINE_MARGIN
             ),
             lease_seconds=_positive(env, "AWAKEN_LEASE_SECONDS", DEFAULT_LEASE_SECONDS),
+            busy_base_delay=_positive(
+                env, "AWAKEN_BUSY_BASE_DELAY_SECONDS", DEFAULT_BUSY_BASE_DELAY
+            ),
         )
 
 

@@ -10,7 +10,8 @@ never does. Standard queues get neither a group nor a deduplication id.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Literal
+import math
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -19,6 +20,8 @@ from awaken_s3.ids import RunId
 Reason = Literal["start", "continue"]
 #: SQS caps MessageDeduplicationId at 128 characters
 _MAX_DEDUP_ID = 128
+#: a busy record comes back no later than this (a dead holder's lease is long gone by then)
+BUSY_MAX_DELAY: Final = 900
 
 
 class RunMessage(BaseModel):
@@ -66,3 +69,23 @@ async def send_run_message(
         **send_message_args(queue_url, message, epoch=epoch, turn=turn)
     )
     return str(response["MessageId"])
+
+
+def busy_delay(retry_after: float | None, receive_count: int, *, base: float) -> int:
+    """Seconds until a record of a busy run should come back (pure).
+
+    At least until the holder's lease runs out (``retry_after``): a dead holder's run is free
+    then. ``base`` doubling with each receive keeps a *live* holder (a long turn) from burning
+    through the queue's ``maxReceiveCount`` one lease period at a time.
+    """
+    backoff = base * math.pow(2, max(0, receive_count - 1))
+    wanted = max(math.ceil(retry_after or 0) + 1, math.ceil(backoff))
+    return min(BUSY_MAX_DELAY, wanted)
+
+
+async def retry_later(sqs: Any, queue_url: str, receipt_handle: str, seconds: int) -> None:
+    """Make a received message visible again in ``seconds`` (instead of the queue's
+    visibility timeout, which must outlast the worker's whole timeout)."""
+    await sqs.change_message_visibility(
+        QueueUrl=queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+    )

@@ -18,7 +18,9 @@ from awaken_s3.service.config import WorkerSettings, allowed_models
 from awaken_s3.service.dispositions import RUN_END_METRICS, Disposition, disposition
 from awaken_s3.service.logs import route_library_logs
 from awaken_s3.service.queue import (
+    BUSY_MAX_DELAY,
     RunMessage,
+    busy_delay,
     deduplication_id,
     is_fifo,
     send_message_args,
@@ -150,3 +152,16 @@ def test_library_logs_take_the_handler_format_only_inside_lambda() -> None:
     finally:
         library.handlers, library.propagate = saved[0], saved[1]
         library.setLevel(saved[2])
+
+
+def test_a_busy_record_returns_after_the_holder_s_lease_and_backs_off_per_receive() -> None:
+    # First receive: the holder's remaining lease decides, when it is the longer wait.
+    assert busy_delay(58.2, 1, base=30) == 60
+    assert busy_delay(2.0, 1, base=30) == 30
+    assert busy_delay(None, 1, base=30) == 30
+    # A live holder keeps renewing: each further receive waits twice as long...
+    assert [busy_delay(2.0, n, base=30) for n in (2, 3, 4)] == [60, 120, 240]
+    # ... up to a cap well below the queue's visibility timeout.
+    assert busy_delay(2.0, 12, base=30) == BUSY_MAX_DELAY
+    assert busy_delay(10_000.0, 1, base=30) == BUSY_MAX_DELAY
+    assert busy_delay(0.2, 1, base=0.5) == 2

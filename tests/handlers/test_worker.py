@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -189,6 +190,39 @@ def test_a_run_leased_by_a_live_worker_fails_the_record_for_redelivery(aws: Aws)
     aws.run(release)
     response, _ = deliver(aws, handler)
     assert response == {"batchItemFailures": []}
+    assert assistant_texts(thread_id) == [ANSWER]
+
+
+@pytest.mark.slow
+def test_a_busy_record_comes_back_when_the_dead_holder_s_lease_runs_out(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWAKEN_BUSY_BASE_DELAY_SECONDS", "1")
+    thread_id = start_run()
+
+    async def hold(services: Services) -> RunState:
+        # A worker that died holding a short lease: it never renews or releases.
+        return await services.threads.claim_run("run-1", worker="dead", lease_seconds=1)
+
+    aws.run(hold)
+    handler = make_handler(provider_factory=fast_model)
+    [message] = aws.receive()  # received with a 30 s visibility timeout
+    event = sqs_event(record_from_message(message, aws))
+    response = handler(event, FakeContext().lambda_context)
+    assert response == {"batchItemFailures": [{"itemIdentifier": message["MessageId"]}]}
+    # Not before the holder's lease ran out (and the first back-off step)...
+    assert aws.receive() == []
+    # ... but long before the 30 s the message was received with.
+    deadline = time.monotonic() + 10
+    redelivered: list[dict[str, Any]] = []
+    while not redelivered and time.monotonic() < deadline:
+        time.sleep(0.5)
+        redelivered = aws.receive()
+    assert [m["MessageId"] for m in redelivered] == [message["MessageId"]]
+    assert int(redelivered[0]["Attributes"]["ApproximateReceiveCount"]) == 2
+    event = sqs_event(record_from_message(redelivered[0], aws))
+    assert handler(event, FakeContext().lambda_context) == {"batchItemFailures": []}
+    aws.delete(redelivered[0])
     assert assistant_texts(thread_id) == [ANSWER]
 
 

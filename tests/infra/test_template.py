@@ -368,6 +368,7 @@ def test_worker_grants_are_exactly_its_needs(deployed: Deployed) -> None:
         assert grants[f"dynamodb:{action}"] == table
     assert grants["sqs:SendMessage"] == {"<RunQueue.Arn>"}
     assert grants["sqs:ReceiveMessage"] == {"<RunQueue.Arn>"}
+    assert grants["sqs:ChangeMessageVisibility"] == {"<RunQueue.Arn>"}
     assert grants["logs:PutLogEvents"] == {"<WorkerLogGroup.Arn>"}
     assert not any(
         a.startswith(("dynamodb:Delete", "dynamodb:Scan", "dynamodb:Batch")) for a in grants
