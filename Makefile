@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv demo test lint typecheck unit bench clean
+.PHONY: venv demo test lint typecheck unit infra bench clean
 
 venv: $(STAMP)
 
@@ -29,11 +29,16 @@ typecheck: venv
 unit: venv
 	$(BIN)/pytest -q
 
-test: lint typecheck unit
+# cfn-lint, sam validate --lint and a sam build of the Lambda artifact (in .venv-infra/,
+# apart from .venv: aws-sam-cli's boto pins clash with aioboto3's).
+infra:
+	bash infra/validate.sh --build
+
+test: lint typecheck unit infra
 
 bench: venv
 	$(BIN)/python benchmarks/store_ops.py
 	$(BIN)/python benchmarks/stream_overhead.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-infra .pytest_cache .mypy_cache .ruff_cache .hypothesis .aws-sam
