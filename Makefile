@@ -34,7 +34,7 @@ unit: venv
 infra:
 	bash infra/validate.sh --build
 
-test: lint typecheck unit infra
+test: lint typecheck infra unit
 
 bench: venv
 	$(BIN)/python benchmarks/store_ops.py
