@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from awaken_s3.errors import CheckpointCorrupt, StreamCheckpointError
 from awaken_s3.ids import InvalidIdError, validate_run_id
 from awaken_s3.models import StoredCheckpoint
 from awaken_s3.settings import SettingsError, StorageSettings
 from awaken_s3.streaming.recovery import plan_recovery
+
+if TYPE_CHECKING:
+    # aioboto3 loads on first use: `awaken-s3 --help` and `demo` need not pay for it here.
+    from awaken_s3.service.wiring import Services
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,32 +57,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@dataclass
-class _Stores:
-    settings: StorageSettings
-    checkpoints: Any
-    threads: Any
-
-
-@contextlib.asynccontextmanager
-async def _open_stores(settings: StorageSettings) -> AsyncIterator[_Stores]:
-    import aioboto3
-
-    from awaken_s3.stores.s3 import S3StreamCheckpointStore
-    from awaken_s3.threads.dynamo import DynamoThreadStore, dynamodb_client_config
-
-    session = aioboto3.Session()
-    async with (
-        session.client("s3") as s3,
-        session.client("dynamodb", config=dynamodb_client_config()) as db,
-    ):
-        yield _Stores(
-            settings,
-            S3StreamCheckpointStore(settings.bucket, prefix=settings.checkpoint_prefix, client=s3),
-            DynamoThreadStore(settings.table, client=db, s3_client=s3, bucket=settings.bucket),
-        )
-
-
 def _describe(stored: StoredCheckpoint, where: str) -> list[str]:
     cp = stored.checkpoint
     plan = plan_recovery(cp)
@@ -104,7 +80,7 @@ def _describe(stored: StoredCheckpoint, where: str) -> list[str]:
     return lines
 
 
-async def _show(stores: _Stores, run_id: str, as_json: bool) -> int:
+async def _show(stores: Services, run_id: str, as_json: bool) -> int:
     try:
         stored = await stores.checkpoints.get(run_id)
     except CheckpointCorrupt as exc:
@@ -129,7 +105,7 @@ async def _show(stores: _Stores, run_id: str, as_json: bool) -> int:
     return 0
 
 
-async def _list(stores: _Stores) -> int:
+async def _list(stores: Services) -> int:
     from awaken_s3.maintenance import survey
 
     count = 0
@@ -147,7 +123,7 @@ async def _list(stores: _Stores) -> int:
     return 0
 
 
-async def _clean(stores: _Stores, older_than: float | None, dry_run: bool) -> int:
+async def _clean(stores: Services, older_than: float | None, dry_run: bool) -> int:
     from awaken_s3.maintenance import clean
 
     max_age = timedelta(hours=older_than) if older_than is not None else None
@@ -165,7 +141,9 @@ async def _clean(stores: _Stores, older_than: float | None, dry_run: bool) -> in
 
 
 async def _checkpoints(args: argparse.Namespace, settings: StorageSettings) -> int:
-    async with _open_stores(settings) as stores:
+    from awaken_s3.service.wiring import open_services
+
+    async with open_services(settings) as stores:
         if args.action == "show":
             return await _show(stores, args.run_id, args.json)
         if args.action == "list":

@@ -11,71 +11,28 @@ import asyncio
 import json
 import os
 import sys
-from dataclasses import dataclass, field
 from typing import Any
 
-import aioboto3
-
 from awaken_s3.demo.model import ContinuingModel
-from awaken_s3.demo.settings import CHECKPOINT_PREFIX, LEASE_SECONDS
+from awaken_s3.demo.settings import LEASE_SECONDS
 from awaken_s3.runtime.loop import RunLoop
-from awaken_s3.stores.s3 import S3StreamCheckpointStore
+from awaken_s3.service.instrumented import InstrumentedRunner
+from awaken_s3.service.wiring import open_services
+from awaken_s3.settings import StorageSettings
 from awaken_s3.streaming.coalescer import CheckpointPolicy
-from awaken_s3.streaming.outcome import TurnCompleted, TurnOutcome
-from awaken_s3.streaming.provider import ModelRequest
-from awaken_s3.streaming.runner import NOT_LOADED, TurnRunner
-from awaken_s3.threads.dynamo import DynamoThreadStore, dynamodb_client_config
-
-
-@dataclass
-class PlanRecorder:
-    """Wraps the turn runner to report which recovery plan each turn used."""
-
-    runner: TurnRunner
-    plans: list[str | None] = field(default_factory=list)
-
-    async def run_turn(
-        self,
-        *,
-        run_id: str,
-        thread_id: str,
-        turn: int,
-        epoch: int,
-        request: ModelRequest,
-        deadline: float | None = None,
-        existing: Any = NOT_LOADED,
-    ) -> TurnOutcome:
-        outcome = await self.runner.run_turn(
-            run_id=run_id,
-            thread_id=thread_id,
-            turn=turn,
-            epoch=epoch,
-            request=request,
-            deadline=deadline,
-            existing=existing,
-        )
-        if isinstance(outcome, TurnCompleted):
-            self.plans.append(outcome.plan_kind)
-        return outcome
+from awaken_s3.streaming.runner import TurnRunner
 
 
 async def invoke(run_id: str, worker_id: str) -> dict[str, Any]:
-    bucket = os.environ["AWAKEN_BUCKET"]
-    table = os.environ["AWAKEN_TABLE"]
-    session = aioboto3.Session()
-    async with (
-        session.client("dynamodb", config=dynamodb_client_config()) as db,
-        session.client("s3") as s3,
-    ):
-        checkpoints = S3StreamCheckpointStore(bucket, prefix=CHECKPOINT_PREFIX, client=s3)
-        threads = DynamoThreadStore(table, client=db, s3_client=s3, bucket=bucket)
+    async with open_services(StorageSettings.from_env()) as services:
+        checkpoints, threads = services.checkpoints, services.threads
         runner = TurnRunner(
             ContinuingModel(),
             checkpoints,
             writer_id=worker_id,
             checkpoint_policy=CheckpointPolicy(min_interval=0.2, min_bytes=256),
         )
-        recorder = PlanRecorder(runner)
+        recorder = InstrumentedRunner(runner)
         loop = RunLoop(
             threads, recorder, checkpoints, worker_id=worker_id, lease_seconds=LEASE_SECONDS
         )
@@ -85,7 +42,8 @@ async def invoke(run_id: str, worker_id: str) -> dict[str, Any]:
             "pid": os.getpid(),
             "end": result.end.value,
             "turns_committed": result.turns_committed,
-            "plans": recorder.plans,
+            # Plans of the resumed turns (a fresh turn has none).
+            "plans": sorted(recorder.tally.plans.elements()),
             "error": result.error.code if result.error else None,
         }
 
