@@ -47,8 +47,8 @@ class ThreadStore(Protocol):
     ) -> RunState:
         """Append ``messages`` to the thread and create a queued run, atomically.
 
-        Raises RunExists, ThreadNotFound (also for a foreign owner), ThreadMovedOn when the
-        thread changed while appending.
+        Raises RunExists, ThreadNotFound (also for a foreign owner), RunActive while another
+        run of the thread has not ended, ThreadMovedOn when the thread changed while appending.
         """
         ...
 
@@ -70,9 +70,16 @@ class ThreadStore(Protocol):
         ...
 
     async def release_lease(
-        self, run_id: str, *, worker: str, epoch: int, status: RunStatus = RunStatus.SUSPENDED
+        self,
+        run_id: str,
+        *,
+        worker: str,
+        epoch: int,
+        status: RunStatus = RunStatus.SUSPENDED,
+        idle_suspensions: int = 0,
     ) -> RunState:
-        """Give the lease up now (so the next invocation needs not wait), leaving ``status``.
+        """Give the lease up now (so the next invocation needs not wait), leaving ``status``
+        and recording ``idle_suspensions`` (suspensions in a row without progress).
 
         Raises LeaseLost.
         """
@@ -134,3 +141,35 @@ class ThreadStore(Protocol):
         ...
 
     async def get_tool_call(self, run_id: str, tool_use_id: str) -> ToolCallRecord | None: ...
+
+
+@runtime_checkable
+class RunSweepStore(Protocol):
+    """What the sweeper needs: runs nobody drives, found through a sparse index.
+
+    A run is in the index from its creation until it ends; its ``sweep_at`` moves forward
+    with every claim, renewal and release, so only a run that nobody claimed, renewed or
+    released for a grace period comes up.
+    """
+
+    async def stalled_runs(self, *, now: float, limit: int = 100) -> list[str]:
+        """Ids of runs whose ``sweep_at`` is at or before ``now`` (the index is eventually
+        consistent: re-read each run before acting on it)."""
+        ...
+
+    async def get_run(self, run_id: str) -> RunState: ...
+
+    async def mark_rescued(self, run: RunState, *, rescues: int, now: float) -> RunState:
+        """Record a rescue of ``run`` as read: ``rescues`` in a row, at its message count, and
+        push ``sweep_at`` a grace period ahead, so exactly one sweeper re-sends it.
+
+        Raises RunChanged when the run was claimed, rescued or ended since it was read.
+        """
+        ...
+
+    async def abandon_run(self, run: RunState, *, error: ClassifiedError, now: float) -> RunState:
+        """Fail ``run`` (as read) with ``error``: nobody could make it progress.
+
+        Raises RunChanged when the run was claimed, rescued or ended since it was read.
+        """
+        ...

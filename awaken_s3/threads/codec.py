@@ -21,6 +21,7 @@ from pydantic import TypeAdapter
 
 from awaken_s3.messages import ContentBlock, Message
 from awaken_s3.streaming.outcome import ClassifiedError, Usage
+from awaken_s3.threads import rules
 from awaken_s3.threads.cancellation import StoredMessage
 from awaken_s3.threads.models import (
     Lease,
@@ -107,6 +108,8 @@ def thread_item(thread: Thread) -> Item:
         created_at=n_attr(thread.created_at),
         metadata={"M": {k: s_attr(v) for k, v in thread.metadata.items()}},
     )
+    if thread.active_run is not None:
+        item["active_run"] = s_attr(thread.active_run)
     return item
 
 
@@ -119,6 +122,7 @@ def decode_thread(item: Mapping[str, Any]) -> Thread:
         message_count=_get_i(item, "message_count"),
         created_at=_get_n(item, "created_at"),
         metadata=metadata,
+        active_run=_get_s(item, "active_run"),
     )
 
 
@@ -222,7 +226,15 @@ def run_item(run: RunState) -> Item:
         lease_until=n_attr(run.lease.lease_until),
         created_at=n_attr(run.created_at),
         updated_at=n_attr(run.updated_at),
+        previous_lease_until=n_attr(run.previous_lease_until),
+        idle_suspensions=n_attr(run.idle_suspensions),
+        rescues=n_attr(run.rescues),
+        rescue_mark=n_attr(run.rescue_mark),
     )
+    if run.sweep_at is not None:
+        # Both index keys, or neither: an ended run leaves the sparse index.
+        item["sweep_shard"] = s_attr(rules.sweep_shard(run.run_id))
+        item["sweep_at"] = n_attr(run.sweep_at)
     if run.lease.owner is not None:
         item["lease_owner"] = s_attr(run.lease.owner)
     if run.stop_reason is not None:
@@ -269,6 +281,11 @@ def decode_run(item: Mapping[str, Any]) -> RunState:
         ),
         created_at=_get_n(item, "created_at"),
         updated_at=_get_n(item, "updated_at"),
+        sweep_at=_get_n(item, "sweep_at") if "sweep_at" in item else None,
+        previous_lease_until=_get_n(item, "previous_lease_until"),
+        idle_suspensions=_get_i(item, "idle_suspensions"),
+        rescues=_get_i(item, "rescues"),
+        rescue_mark=_get_i(item, "rescue_mark", -1),
     )
 
 

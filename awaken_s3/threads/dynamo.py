@@ -22,6 +22,7 @@ from awaken_s3.ids import validate_run_id, validate_thread_id
 from awaken_s3.messages import Message
 from awaken_s3.streaming.outcome import ClassifiedError
 from awaken_s3.threads import codec, rules
+from awaken_s3.threads import expressions as expr
 from awaken_s3.threads.cancellation import (
     ItemReason,
     StoredMessage,
@@ -35,6 +36,8 @@ from awaken_s3.threads.errors import (
     LeaseLost,
     LeaseUnavailable,
     MessageTooLarge,
+    RunActive,
+    RunChanged,
     RunExists,
     RunNotFound,
     ThreadExists,
@@ -43,7 +46,6 @@ from awaken_s3.threads.errors import (
     ThreadStoreError,
     ToolCallConflict,
 )
-from awaken_s3.threads.expressions import claim_update, commit_transaction
 from awaken_s3.threads.models import (
     CommitResult,
     RunSettings,
@@ -61,7 +63,6 @@ logger = logging.getLogger("awaken_s3.threads")
 # room for the other attributes and for UTF-8 growth estimates.
 DEFAULT_OFFLOAD_THRESHOLD: Final = 300 * 1024
 DEFAULT_OFFLOAD_PREFIX: Final = "messages/"
-_RUNNABLE = [s.value for s in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.SUSPENDED)]
 # Error codes after which the same conditional request may be sent again: either it did not
 # apply, or it did and its condition now recognises it (the commit id), so no duplicate.
 _TRANSIENT_ERRORS: Final = frozenset(
@@ -101,7 +102,10 @@ async def create_table(client: Any, table_name: str) -> None:
         AttributeDefinitions=[
             {"AttributeName": "pk", "AttributeType": "S"},
             {"AttributeName": "sk", "AttributeType": "S"},
+            {"AttributeName": "sweep_shard", "AttributeType": "S"},
+            {"AttributeName": "sweep_at", "AttributeType": "N"},
         ],
+        GlobalSecondaryIndexes=[expr.sweep_index_definition()],
         BillingMode="PAY_PER_REQUEST",
     )
 
@@ -141,8 +145,10 @@ class DynamoThreadStore:
         clock: Callable[[], float] = time.time,
         transient_retries: int = 5,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        sweep_grace: float = rules.DEFAULT_SWEEP_GRACE,
     ) -> None:
         self._table = table_name
+        self._grace = sweep_grace
         self._db = client
         self._s3 = s3_client
         self._bucket = bucket
@@ -269,6 +275,16 @@ class DynamoThreadStore:
     ) -> RunState:
         validate_run_id(run_id)
         thread = await self.get_thread(thread_id, owner=owner)
+        if thread.active_run is not None and thread.active_run != run_id:
+            try:
+                active: RunState | None = await self.get_run(thread.active_run)
+            except RunNotFound:
+                active = None
+            if rules.active_run_blocks(active, run_id):
+                raise RunActive(
+                    f"thread {thread_id} has an active run {thread.active_run}",
+                    run_id=thread.active_run,
+                )
         now = self._clock()
         count = thread.message_count + len(messages)
         run = RunState(
@@ -279,6 +295,7 @@ class DynamoThreadStore:
             message_count=count,
             created_at=now,
             updated_at=now,
+            sweep_at=now + self._grace,
         )
         items = await self._message_items(
             thread_id, thread.message_count, messages, f"create/{run_id}"
@@ -301,20 +318,15 @@ class DynamoThreadStore:
                 }
                 for item in items
             ),
-            {
-                "Update": {
-                    "TableName": self._table,
-                    "Key": codec.thread_key(thread_id),
-                    "UpdateExpression": "SET message_count = :new",
-                    "ConditionExpression": "message_count = :old AND #owner = :owner",
-                    "ExpressionAttributeNames": {"#owner": "owner"},
-                    "ExpressionAttributeValues": {
-                        ":new": n_attr(count),
-                        ":old": n_attr(thread.message_count),
-                        ":owner": s_attr(owner),
-                    },
-                }
-            },
+            expr.create_run_thread_update(
+                self._table,
+                thread_id,
+                owner=owner,
+                run_id=run_id,
+                old_count=thread.message_count,
+                new_count=count,
+                previous_active=thread.active_run,
+            ),
         ]
         try:
             await self._call(self._db.transact_write_items, TransactItems=transact)
@@ -345,8 +357,13 @@ class DynamoThreadStore:
         try:
             response = await self._call(
                 self._db.update_item,
-                **claim_update(
-                    self._table, run_id, worker=worker, now=now, lease_seconds=lease_seconds
+                **expr.claim_update(
+                    self._table,
+                    run_id,
+                    worker=worker,
+                    now=now,
+                    lease_seconds=lease_seconds,
+                    sweep_grace=self._grace,
                 ),
             )
         except ClientError as exc:
@@ -365,47 +382,19 @@ class DynamoThreadStore:
     async def _update_leased(
         self,
         run_id: str,
+        request: dict[str, Any],
         *,
         worker: str,
         epoch: int,
-        update: str,
-        values: dict[str, Any],
-        only_if_not_ended: bool = False,
         applied: Callable[[RunState], bool] | None = None,
     ) -> RunState:
-        """An update that holds only while ``worker`` at ``epoch`` holds the lease.
+        """An ``UpdateItem`` that holds only while ``worker`` at ``epoch`` holds the lease.
 
-        With ``only_if_not_ended`` it also requires a non-terminal status, and raises
-        :class:`_RunEnded` (with the stored run) when only that part failed.
+        When the lease still holds but another part of the condition failed (the run ended),
+        raises :class:`_RunEnded` with the stored run.
         """
-        condition = "lease_owner = :me AND epoch = :epoch"
-        names: dict[str, str] = {}
-        values = {
-            **values,
-            ":me": s_attr(worker),
-            ":epoch": n_attr(epoch),
-            ":now": n_attr(self._clock()),
-        }
-        if only_if_not_ended:
-            condition += " AND #status IN (:queued, :running, :suspended)"
-            values.update({f":{s}": s_attr(s) for s in _RUNNABLE})
-        # DynamoDB rejects unused names, and both words are reserved.
-        if "#status" in update or "#status" in condition:
-            names["#status"] = "status"
-        if "#error" in update:
-            names["#error"] = "error"
         try:
-            response = await self._call(
-                self._db.update_item,
-                TableName=self._table,
-                Key=codec.run_key(run_id),
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                **({"ExpressionAttributeNames": names} if names else {}),
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
+            response = await self._call(self._db.update_item, **request)
         except ClientError as exc:
             if _code(exc) != "ConditionalCheckFailedException":
                 raise ThreadStoreError(f"update of run {run_id}: {exc}") from exc
@@ -426,33 +415,55 @@ class DynamoThreadStore:
     async def renew_lease(
         self, run_id: str, *, worker: str, epoch: int, lease_seconds: float
     ) -> RunState:
-        return await self._update_leased(
+        validate_run_id(run_id)
+        request = expr.renew_update(
+            self._table,
             run_id,
             worker=worker,
             epoch=epoch,
-            update="SET lease_until = :until, updated_at = :now",
-            values={":until": n_attr(self._clock() + lease_seconds)},
+            now=self._clock(),
+            lease_seconds=lease_seconds,
+            sweep_grace=self._grace,
         )
+        return await self._update_leased(run_id, request, worker=worker, epoch=epoch)
 
     async def release_lease(
-        self, run_id: str, *, worker: str, epoch: int, status: RunStatus = RunStatus.SUSPENDED
+        self,
+        run_id: str,
+        *,
+        worker: str,
+        epoch: int,
+        status: RunStatus = RunStatus.SUSPENDED,
+        idle_suspensions: int = 0,
     ) -> RunState:
-        release = "SET lease_until = :zero, updated_at = :now REMOVE lease_owner"
+        validate_run_id(run_id)
+        request = expr.release_update(
+            self._table,
+            run_id,
+            worker=worker,
+            epoch=epoch,
+            now=self._clock(),
+            status=status,
+            idle_suspensions=idle_suspensions,
+            sweep_grace=self._grace,
+        )
         try:
             return await self._update_leased(
                 run_id,
+                request,
                 worker=worker,
                 epoch=epoch,
-                update=release.replace("SET ", "SET #status = :status, "),
-                values={":zero": n_attr(0), ":status": s_attr(status.value)},
-                only_if_not_ended=True,
                 applied=lambda run: rules.release_applied(run, epoch=epoch, status=status),
             )
         except _RunEnded:
             # The run ended meanwhile (a cancel): keep that status, just let the lease go.
-            return await self._update_leased(
-                run_id, worker=worker, epoch=epoch, update=release, values={":zero": n_attr(0)}
-            )
+            return await self._drop_lease(run_id, worker=worker, epoch=epoch)
+
+    async def _drop_lease(self, run_id: str, *, worker: str, epoch: int) -> RunState:
+        request = expr.drop_lease_update(
+            self._table, run_id, worker=worker, epoch=epoch, now=self._clock()
+        )
+        return await self._update_leased(run_id, request, worker=worker, epoch=epoch)
 
     async def finish_run(
         self,
@@ -463,52 +474,35 @@ class DynamoThreadStore:
         status: RunStatus,
         error: ClassifiedError | None = None,
     ) -> RunState:
-        update = "SET #status = :status, lease_until = :zero, updated_at = :now"
-        values: dict[str, Any] = {":status": s_attr(status.value), ":zero": n_attr(0)}
-        if error is not None:
-            update += ", #error = :error"
-            values[":error"] = codec.error_attr(error)
+        validate_run_id(run_id)
+        request = expr.finish_update(
+            self._table,
+            run_id,
+            worker=worker,
+            epoch=epoch,
+            now=self._clock(),
+            status=status,
+            error=error,
+        )
         try:
             return await self._update_leased(
                 run_id,
+                request,
                 worker=worker,
                 epoch=epoch,
-                update=update + " REMOVE lease_owner",
-                values=values,
-                only_if_not_ended=True,
                 applied=lambda run: rules.release_applied(run, epoch=epoch, status=status),
             )
         except _RunEnded as ended:
             # Already terminal (cancelled by the API): that outcome stands; drop the lease.
-            return (
-                await self._update_leased(
-                    run_id,
-                    worker=worker,
-                    epoch=epoch,
-                    update="SET lease_until = :zero, updated_at = :now REMOVE lease_owner",
-                    values={":zero": n_attr(0)},
-                )
-                if ended.run.lease.owner is not None
-                else ended.run
-            )
+            if ended.run.lease.owner is None:
+                return ended.run
+            return await self._drop_lease(run_id, worker=worker, epoch=epoch)
 
     async def cancel_run(self, run_id: str) -> RunState:
         validate_run_id(run_id)
         try:
             response = await self._call(
-                self._db.update_item,
-                TableName=self._table,
-                Key=codec.run_key(run_id),
-                UpdateExpression="SET #status = :cancelled, updated_at = :now",
-                ConditionExpression="#status IN (:queued, :running, :suspended)",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":cancelled": s_attr(RunStatus.CANCELLED.value),
-                    ":now": n_attr(self._clock()),
-                    **{f":{s}": s_attr(s) for s in _RUNNABLE},
-                },
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                self._db.update_item, **expr.cancel_update(self._table, run_id, now=self._clock())
             )
         except ClientError as exc:
             if _code(exc) != "ConditionalCheckFailedException":
@@ -525,7 +519,7 @@ class DynamoThreadStore:
         items = await self._message_items(
             commit.thread_id, commit.expected_message_count, commit.messages, commit.commit_id
         )
-        transact = commit_transaction(self._table, commit, items, now=self._clock())
+        transact = expr.commit_transaction(self._table, commit, items, now=self._clock())
         attempt = 0
         while True:
             try:
@@ -700,6 +694,46 @@ class DynamoThreadStore:
     async def get_tool_call(self, run_id: str, tool_use_id: str) -> ToolCallRecord | None:
         item = await self._get_item(codec.tool_key(run_id, tool_use_id))
         return None if item is None else codec.decode_tool(item)
+
+    # -- the sweeper
+
+    async def stalled_runs(self, *, now: float, limit: int = 100) -> list[str]:
+        run_ids: list[str] = []
+        for shard in range(rules.SWEEP_SHARDS):
+            if len(run_ids) >= limit:
+                break
+            try:
+                page = await self._call(
+                    self._db.query,
+                    **expr.stalled_query(
+                        self._table, str(shard), now=now, limit=limit - len(run_ids)
+                    ),
+                )
+            except ClientError as exc:
+                raise ThreadStoreError(f"query of the sweep index: {exc}") from exc
+            for item in page.get("Items", []):
+                run_ids.append(str(item["pk"]["S"]).removeprefix("RUN#"))
+        return run_ids
+
+    async def mark_rescued(self, run: RunState, *, rescues: int, now: float) -> RunState:
+        request = expr.rescue_update(
+            self._table, run, rescues=rescues, now=now, sweep_grace=self._grace
+        )
+        return await self._sweep_write(run, request)
+
+    async def abandon_run(self, run: RunState, *, error: ClassifiedError, now: float) -> RunState:
+        return await self._sweep_write(
+            run, expr.abandon_update(self._table, run, error=error, now=now)
+        )
+
+    async def _sweep_write(self, run: RunState, request: dict[str, Any]) -> RunState:
+        try:
+            response = await self._call(self._db.update_item, **request)
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                raise RunChanged(f"run {run.run_id} changed since the sweeper read it") from exc
+            raise ThreadStoreError(f"sweep of run {run.run_id}: {exc}") from exc
+        return codec.decode_run(response["Attributes"])
 
     # -- plumbing
 

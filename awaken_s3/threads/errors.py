@@ -27,6 +27,20 @@ class RunExists(ThreadStoreError):
     pass
 
 
+class RunActive(ThreadStoreError):
+    """The thread already has a run that has not ended: one live run per thread, because two
+    would race for the thread's next message positions and one of them would fail later."""
+
+    def __init__(self, message: str, *, run_id: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class RunChanged(ThreadStoreError):
+    """A sweeper's write found the run changed since it was read (claimed, progressed, or
+    rescued by another sweeper): the run no longer needs this sweeper."""
+
+
 class LeaseUnavailable(ThreadStoreError):
     """The run is leased by a live worker, or is not in a runnable status."""
 

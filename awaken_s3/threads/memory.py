@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -21,6 +22,8 @@ from awaken_s3.threads.errors import (
     CommitFenced,
     LeaseLost,
     LeaseUnavailable,
+    RunActive,
+    RunChanged,
     RunExists,
     RunNotFound,
     ThreadExists,
@@ -43,8 +46,14 @@ from awaken_s3.threads.models import (
 
 
 class InMemoryThreadStore:
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.time,
+        sweep_grace: float = rules.DEFAULT_SWEEP_GRACE,
+    ) -> None:
         self._clock = clock
+        self._grace = sweep_grace
         self._lock = asyncio.Lock()
         self._threads: dict[str, Thread] = {}
         self._messages: dict[str, dict[int, StoredMessage]] = {}
@@ -94,6 +103,12 @@ class InMemoryThreadStore:
                 ):
                     return existing
                 raise RunExists(f"run {run_id} already exists")
+            active = self._runs.get(thread.active_run) if thread.active_run else None
+            if rules.active_run_blocks(active, run_id):
+                assert active is not None
+                raise RunActive(
+                    f"thread {thread_id} has an active run {active.run_id}", run_id=active.run_id
+                )
             now = self._clock()
             start = thread.message_count
             for offset, message in enumerate(messages):
@@ -101,8 +116,8 @@ class InMemoryThreadStore:
                     start + offset, message, f"create/{run_id}"
                 )
             count = start + len(messages)
-            self._threads[thread_id] = Thread(
-                thread_id, thread.owner, count, thread.created_at, thread.metadata
+            self._threads[thread_id] = dataclasses.replace(
+                thread, message_count=count, active_run=run_id
             )
             run = RunState(
                 run_id=run_id,
@@ -112,6 +127,7 @@ class InMemoryThreadStore:
                 message_count=count,
                 created_at=now,
                 updated_at=now,
+                sweep_at=now + self._grace,
             )
             self._runs[run_id] = run
             return run
@@ -131,7 +147,9 @@ class InMemoryThreadStore:
                 raise LeaseUnavailable(
                     f"run {run_id} is {run.status.value}, leased by {run.lease.owner!r}"
                 )
-            claimed = rules.apply_claim(run, worker, now=now, lease_seconds=lease_seconds)
+            claimed = rules.apply_claim(
+                run, worker, now=now, lease_seconds=lease_seconds, sweep_grace=self._grace
+            )
             self._runs[run_id] = claimed
             return claimed
 
@@ -159,18 +177,30 @@ class InMemoryThreadStore:
         self, run_id: str, *, worker: str, epoch: int, lease_seconds: float
     ) -> RunState:
         def change(run: RunState, now: float) -> RunState:
-            lease = Lease(worker, epoch, now + lease_seconds)
-            return run.with_(lease=lease, updated_at=now)
+            return rules.apply_renewal(
+                run, now=now, lease_seconds=lease_seconds, sweep_grace=self._grace
+            )
 
         return await self._update_leased(run_id, worker, epoch, change)
 
     async def release_lease(
-        self, run_id: str, *, worker: str, epoch: int, status: RunStatus = RunStatus.SUSPENDED
+        self,
+        run_id: str,
+        *,
+        worker: str,
+        epoch: int,
+        status: RunStatus = RunStatus.SUSPENDED,
+        idle_suspensions: int = 0,
     ) -> RunState:
         def change(run: RunState, now: float) -> RunState:
-            # A cancel that landed meanwhile wins over the status the worker leaves behind.
-            keep = run.status if run.status.terminal else status
-            return run.with_(lease=Lease(None, epoch, 0.0), status=keep, updated_at=now)
+            return rules.apply_release(
+                run,
+                epoch=epoch,
+                status=status,
+                now=now,
+                idle_suspensions=idle_suspensions,
+                sweep_grace=self._grace,
+            )
 
         def applied(run: RunState) -> bool:
             return rules.release_applied(run, epoch=epoch, status=status)
@@ -190,8 +220,10 @@ class InMemoryThreadStore:
             released = Lease(None, epoch, 0.0)
             if run.status.terminal:
                 # Already ended (cancelled by the API): that outcome stands.
-                return run.with_(lease=released, updated_at=now)
-            return run.with_(lease=released, status=status, error=error, updated_at=now)
+                return run.with_(lease=released, updated_at=now, sweep_at=None)
+            return run.with_(
+                lease=released, status=status, error=error, updated_at=now, sweep_at=None
+            )
 
         def applied(run: RunState) -> bool:
             return rules.release_applied(run, epoch=epoch, status=status)
@@ -203,7 +235,9 @@ class InMemoryThreadStore:
             run = await self.get_run(run_id)
             if run.status.terminal:
                 return run
-            cancelled = run.with_(status=RunStatus.CANCELLED, updated_at=self._clock())
+            cancelled = run.with_(
+                status=RunStatus.CANCELLED, updated_at=self._clock(), sweep_at=None
+            )
             self._runs[run_id] = cancelled
             return cancelled
 
@@ -225,12 +259,8 @@ class InMemoryThreadStore:
                 ):
                     stored[seq] = StoredMessage(seq, message, commit.commit_id)
                 assert thread is not None
-                self._threads[commit.thread_id] = Thread(
-                    thread.thread_id,
-                    thread.owner,
-                    thread.message_count + len(commit.messages),
-                    thread.created_at,
-                    thread.metadata,
+                self._threads[commit.thread_id] = dataclasses.replace(
+                    thread, message_count=thread.message_count + len(commit.messages)
                 )
                 new_run = rules.apply_commit(commit, now=now)
                 self._runs[commit.run_id] = new_run
@@ -314,3 +344,47 @@ class InMemoryThreadStore:
 
     async def get_tool_call(self, run_id: str, tool_use_id: str) -> ToolCallRecord | None:
         return self._tools.get((run_id, tool_use_id))
+
+    # -- the sweeper
+
+    async def stalled_runs(self, *, now: float, limit: int = 100) -> list[str]:
+        due = sorted(
+            (run.sweep_at, run.run_id)
+            for run in self._runs.values()
+            if run.sweep_at is not None and run.sweep_at <= now
+        )
+        return [run_id for _, run_id in due[:limit]]
+
+    async def mark_rescued(self, run: RunState, *, rescues: int, now: float) -> RunState:
+        def change(stored: RunState) -> RunState:
+            return stored.with_(
+                rescues=rescues,
+                rescue_mark=stored.message_count,
+                sweep_at=now + self._grace,
+                updated_at=now,
+            )
+
+        return await self._sweep_write(run, now, change)
+
+    async def abandon_run(self, run: RunState, *, error: ClassifiedError, now: float) -> RunState:
+        def change(stored: RunState) -> RunState:
+            return stored.with_(
+                status=RunStatus.FAILED,
+                error=error,
+                lease=Lease(None, stored.lease.epoch, 0.0),
+                sweep_at=None,
+                updated_at=now,
+            )
+
+        return await self._sweep_write(run, now, change)
+
+    async def _sweep_write(
+        self, run: RunState, now: float, change: Callable[[RunState], RunState]
+    ) -> RunState:
+        async with self._lock:
+            stored = await self.get_run(run.run_id)
+            if not rules.sweep_holds(stored, run, now=now):
+                raise RunChanged(f"run {run.run_id} changed since the sweeper read it")
+            updated = change(stored)
+            self._runs[run.run_id] = updated
+            return updated

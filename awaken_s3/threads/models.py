@@ -41,6 +41,9 @@ class Thread:
     message_count: int = 0
     created_at: float = 0.0
     metadata: Mapping[str, str] = field(default_factory=dict)
+    #: the run most recently created on the thread; a new run is refused while it is not
+    #: terminal (two live runs on one thread would race for its message positions)
+    active_run: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,18 @@ class RunState:
     lease: Lease = field(default_factory=Lease)
     created_at: float = 0.0
     updated_at: float = 0.0
+    #: when the sweeper should look at the run if nobody drives it (the sparse index's sort
+    #: key); None once the run ended, which takes it out of the index
+    sweep_at: float | None = None
+    #: ``lease_until`` of the lease this epoch's claim replaced: 0 when the previous holder
+    #: released it, the expiry of a holder that died otherwise (resume-delay metric)
+    previous_lease_until: float = 0.0
+    #: suspensions in a row that committed nothing and did not grow the checkpoint
+    idle_suspensions: int = 0
+    #: times in a row the sweeper re-sent the run without it making progress in between
+    rescues: int = 0
+    #: ``message_count`` when the sweeper last rescued the run (-1: never)
+    rescue_mark: int = -1
 
     def with_(self, **changes: Any) -> RunState:
         return replace(self, **changes)

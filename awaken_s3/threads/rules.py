@@ -6,7 +6,9 @@ them here directly; the contract suite checks that both agree.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from typing import Final
 
 from awaken_s3.threads.models import (
     Lease,
@@ -18,6 +20,18 @@ from awaken_s3.threads.models import (
     TurnCommit,
 )
 
+#: the sweeper's index is spread over this many partition-key values (``sweep_shard``), so
+#: lease renewals of many live runs never concentrate on one index partition
+SWEEP_SHARDS: Final = 8
+#: how long past the moment a run should next have been driven the sweeper waits before it
+#: re-sends the run: longer than a dead worker's record takes to come back by itself
+#: (the lease plus the visibility margin), so the queue, not the sweeper, resumes crashes
+DEFAULT_SWEEP_GRACE: Final = 120.0
+
+
+def sweep_shard(run_id: str) -> str:
+    return str(int(hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8], 16) % SWEEP_SHARDS)
+
 
 def can_claim(run: RunState, worker: str, *, now: float) -> bool:
     """A runnable run whose lease expired (or was never taken), or one this worker holds."""
@@ -26,11 +40,73 @@ def can_claim(run: RunState, worker: str, *, now: float) -> bool:
     return run.lease.owner is None or run.lease.lease_until <= now or run.lease.owner == worker
 
 
-def apply_claim(run: RunState, worker: str, *, now: float, lease_seconds: float) -> RunState:
+def apply_claim(
+    run: RunState,
+    worker: str,
+    *,
+    now: float,
+    lease_seconds: float,
+    sweep_grace: float = DEFAULT_SWEEP_GRACE,
+) -> RunState:
     # Every claim bumps the epoch, even a re-claim by the same worker id: a restarted process
     # reusing its id must still fence its earlier incarnation.
     lease = Lease(owner=worker, epoch=run.lease.epoch + 1, lease_until=now + lease_seconds)
-    return run.with_(status=RunStatus.RUNNING, lease=lease, updated_at=now)
+    return run.with_(
+        status=RunStatus.RUNNING,
+        lease=lease,
+        updated_at=now,
+        sweep_at=lease.lease_until + sweep_grace,
+        previous_lease_until=run.lease.lease_until,
+    )
+
+
+def apply_renewal(
+    run: RunState, *, now: float, lease_seconds: float, sweep_grace: float = DEFAULT_SWEEP_GRACE
+) -> RunState:
+    lease = Lease(run.lease.owner, run.lease.epoch, now + lease_seconds)
+    return run.with_(lease=lease, updated_at=now, sweep_at=lease.lease_until + sweep_grace)
+
+
+def apply_release(
+    run: RunState,
+    *,
+    epoch: int,
+    status: RunStatus,
+    now: float,
+    idle_suspensions: int,
+    sweep_grace: float = DEFAULT_SWEEP_GRACE,
+) -> RunState:
+    """The lease given up, ``status`` left behind; a cancel that landed meanwhile wins."""
+    released = Lease(None, epoch, 0.0)
+    if run.status.terminal:
+        return run.with_(lease=released, updated_at=now, sweep_at=None)
+    return run.with_(
+        lease=released,
+        status=status,
+        updated_at=now,
+        # The caller is about to send the message that drives the run next.
+        sweep_at=now + sweep_grace,
+        idle_suspensions=idle_suspensions,
+    )
+
+
+def sweep_holds(stored: RunState, read: RunState, *, now: float) -> bool:
+    """A sweeper's write (rescue or abandon) of ``read`` may apply to ``stored``: still the
+    same epoch and rescue count, still due, still runnable and nobody holds a live lease."""
+    return (
+        stored.lease.epoch == read.lease.epoch
+        and stored.rescues == read.rescues
+        and stored.sweep_at is not None
+        and stored.sweep_at <= now
+        and stored.status.runnable
+        and (stored.lease.owner is None or stored.lease.lease_until <= now)
+    )
+
+
+def active_run_blocks(active: RunState | None, run_id: str) -> bool:
+    """A thread whose latest run is ``active`` refuses a new run ``run_id`` (a retried create
+    of the active run itself is answered by the run-exists path instead)."""
+    return active is not None and active.run_id != run_id and not active.status.terminal
 
 
 def holds_lease(run: RunState, worker: str, epoch: int) -> bool:
@@ -60,6 +136,7 @@ def apply_commit(commit: TurnCommit, *, now: float) -> RunState:
     if commit.final_status is not None:
         changes["status"] = commit.final_status
         changes["lease"] = Lease(owner=None, epoch=base.lease.epoch, lease_until=0.0)
+        changes["sweep_at"] = None
     return base.with_(**changes)
 
 

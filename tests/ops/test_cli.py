@@ -64,17 +64,20 @@ async def _seed(bucket: str, table: str, endpoint: str) -> None:
         await create_table(db, table)
         threads = DynamoThreadStore(table, client=db, s3_client=s3, bucket=bucket)
         await threads.create_thread("thread-1", owner="alice")
-        for run_id in ("live", "done"):
-            await threads.create_run(
-                run_id,
-                thread_id="thread-1",
-                owner="alice",
-                settings=RunSettings(model="m"),
-                messages=[Message.user("hi")] if run_id == "live" else [],
-            )
+        # One live run per thread: the finished one comes first.
+        await threads.create_run(
+            "done", thread_id="thread-1", owner="alice", settings=RunSettings(model="m")
+        )
         claimed = await threads.claim_run("done", worker="w", lease_seconds=60)
         await threads.finish_run(
             "done", worker="w", epoch=claimed.lease.epoch, status=RunStatus.COMPLETED
+        )
+        await threads.create_run(
+            "live",
+            thread_id="thread-1",
+            owner="alice",
+            settings=RunSettings(model="m"),
+            messages=[Message.user("hi")],
         )
         store = S3StreamCheckpointStore(bucket, client=s3)
         for run_id in ("live", "done", "orphan"):

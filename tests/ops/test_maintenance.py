@@ -66,17 +66,20 @@ def test_age_retires_a_live_run_s_checkpoint_only_when_asked() -> None:
 async def _world() -> tuple[InMemoryStreamCheckpointStore, InMemoryThreadStore]:
     threads = InMemoryThreadStore()
     await threads.create_thread("thread-1", owner="alice")
-    for run_id in ("live", "done"):
-        await threads.create_run(
-            run_id,
-            thread_id="thread-1",
-            owner="alice",
-            settings=RunSettings(model="m"),
-            messages=[Message.user(run_id)] if run_id == "live" else [],
-        )
+    # One live run per thread: the finished one comes first.
+    await threads.create_run(
+        "done", thread_id="thread-1", owner="alice", settings=RunSettings(model="m")
+    )
     claimed = await threads.claim_run("done", worker="w", lease_seconds=60)
     await threads.finish_run(
         "done", worker="w", epoch=claimed.lease.epoch, status=RunStatus.COMPLETED
+    )
+    await threads.create_run(
+        "live",
+        thread_id="thread-1",
+        owner="alice",
+        settings=RunSettings(model="m"),
+        messages=[Message.user("live")],
     )
     store = InMemoryStreamCheckpointStore()
     await store.put(checkpoint("live"), expected_version=None)

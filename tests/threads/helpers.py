@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from awaken_s3.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from awaken_s3.streaming.outcome import Usage
-from awaken_s3.threads import RunSettings, RunState, ThreadStore, TurnCommit
+from awaken_s3.threads import RunSettings, RunState, RunStatus, ThreadStore, TurnCommit
 
 OWNER = "alice"
 SETTINGS = RunSettings(model="scripted-1", system="be brief", max_tokens=256, tools=("add",))
@@ -17,12 +17,15 @@ async def new_run(
     )
 
 
-def assistant_turn(run: RunState, text: str, *, usage: Usage | None = None) -> TurnCommit:
+def assistant_turn(
+    run: RunState, text: str, *, usage: Usage | None = None, final: bool = False
+) -> TurnCommit:
     return TurnCommit(
         base=run,
         messages=(Message.assistant(text),),
         usage=usage or Usage(10, 5),
         stop_reason="end_turn",
+        final_status=RunStatus.COMPLETED if final else None,
     )
 
 

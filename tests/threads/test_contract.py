@@ -12,6 +12,7 @@ from awaken_s3.threads import (
     CommitFenced,
     LeaseLost,
     LeaseUnavailable,
+    RunActive,
     RunExists,
     RunNotFound,
     RunStatus,
@@ -178,16 +179,21 @@ async def test_commit_on_a_thread_that_moved_on_is_refused(store: ThreadStore) -
     await store.commit_turn(assistant_turn(run, "first"))
     with pytest.raises(ThreadMovedOn):
         await store.commit_turn(assistant_turn(run, "a different first"))
-    # A second run created on the same thread before the first committed is also refused.
+    # A second run is refused while the first has not ended: two live runs would race for
+    # the thread's next positions. Once the first ended, the second appends, and the first's
+    # stale view can no longer commit.
+    with pytest.raises(RunActive) as active:
+        await store.create_run("r2", thread_id="t1", owner=OWNER, settings=SETTINGS)
+    assert active.value.run_id == "r1"
+    await store.cancel_run("r1")
     await store.create_run("r2", thread_id="t1", owner=OWNER, settings=SETTINGS)
     other = await store.claim_run("r2", worker="w9", lease_seconds=LEASE)
-    run2 = await store.get_run("r1")
-    await store.commit_turn(results_commit(run2, "x", "late"))
+    await store.commit_turn(assistant_turn(other, "second run"))
+    run1 = await store.get_run("r1")
     with pytest.raises(ThreadMovedOn):
-        await store.commit_turn(assistant_turn(other, "stale view"))
+        await store.commit_turn(results_commit(run1, "x", "late"))
     messages = await store.load_messages("t1")
-    assert [m.text for m in messages[:2]] == ["hi", "first"]
-    assert len(messages) == 3
+    assert [m.text for m in messages] == ["hi", "first", "second run"]
 
 
 async def test_cancelled_run_accepts_no_commit_and_stays_cancelled(store: ThreadStore) -> None:

@@ -69,7 +69,8 @@ def test_a_tool_results_commit_keeps_the_turn_and_a_final_commit_releases_the_le
     )
     run = commit_transaction("tbl", final, items_for(final), now=1.0)[1]["Update"]
     assert run["UpdateExpression"].startswith("SET #status = :final, lease_until = :zero")
-    assert run["UpdateExpression"].endswith("REMOVE lease_owner")
+    # ... and takes the run out of the sweeper's sparse index in the same write.
+    assert run["UpdateExpression"].endswith("REMOVE lease_owner, sweep_shard, sweep_at")
     assert run["ExpressionAttributeValues"][":final"] == {"S": "completed"}
 
 

@@ -1,0 +1,237 @@
+"""The sweeper's view of the run store, on every backend: the sparse index of runs that have
+not ended, and the conditional writes that make exactly one sweeper act on a stalled run."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import pytest
+
+from awaken_s3.messages import Message
+from awaken_s3.service.queue import RunMessage
+from awaken_s3.service.sweeper import ABANDONED, sweep
+from awaken_s3.streaming.outcome import ClassifiedError
+from awaken_s3.threads import (
+    RunActive,
+    RunChanged,
+    RunSettings,
+    RunStatus,
+    ThreadMovedOn,
+    ThreadStore,
+)
+from awaken_s3.threads.base import RunSweepStore
+from awaken_s3.threads.rules import DEFAULT_SWEEP_GRACE
+from tests.threads.backends import FakeClock
+from tests.threads.helpers import OWNER, SETTINGS, assistant_turn, new_run
+
+LEASE = 30.0
+GRACE = DEFAULT_SWEEP_GRACE
+
+
+def sweeper(store: ThreadStore) -> RunSweepStore:
+    assert isinstance(store, RunSweepStore)
+    return cast(RunSweepStore, store)
+
+
+sweep_store = sweeper
+
+
+async def test_a_run_is_swept_only_once_nobody_drove_it_for_the_grace_period(
+    store: ThreadStore, clock: FakeClock
+) -> None:
+    created = await new_run(store)
+    assert created.sweep_at == pytest.approx(clock() + GRACE)
+    sweep = sweeper(store)
+    assert await sweep.stalled_runs(now=clock()) == []
+    # A queued run whose start message was lost comes up after the grace period.
+    assert await sweep.stalled_runs(now=clock() + GRACE) == ["r1"]
+
+    # Claims and renewals move it past the lease; a release (suspension) past the hand-over.
+    run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
+    assert run.sweep_at == pytest.approx(clock() + LEASE + GRACE)
+    clock.advance(LEASE / 2)
+    renewed = await store.renew_lease("r1", worker="w1", epoch=1, lease_seconds=LEASE)
+    assert renewed.sweep_at == pytest.approx(clock() + LEASE + GRACE)
+    assert await sweep.stalled_runs(now=clock() + LEASE) == []
+    assert await sweep.stalled_runs(now=clock() + LEASE + GRACE) == ["r1"]
+    released = await store.release_lease("r1", worker="w1", epoch=1, idle_suspensions=2)
+    assert released.sweep_at == pytest.approx(clock() + GRACE)
+    assert released.idle_suspensions == 2
+    assert (await store.get_run("r1")).idle_suspensions == 2
+
+
+async def test_an_ended_run_leaves_the_index(store: ThreadStore, clock: FakeClock) -> None:
+    await new_run(store)
+    run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
+    await store.commit_turn(assistant_turn(run, "done", final=True))
+    ended = await store.get_run("r1")
+    assert (ended.status, ended.sweep_at) == (RunStatus.COMPLETED, None)
+    assert await sweeper(store).stalled_runs(now=clock() + 10 * GRACE) == []
+
+    await store.create_run("r2", thread_id="t1", owner=OWNER, settings=SETTINGS)
+    assert (await store.cancel_run("r2")).sweep_at is None
+    assert await sweeper(store).stalled_runs(now=clock() + 10 * GRACE) == []
+
+
+async def test_a_claim_remembers_when_the_replaced_lease_ran_out(
+    store: ThreadStore, clock: FakeClock
+) -> None:
+    await new_run(store)
+    first = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
+    assert first.previous_lease_until == 0.0
+    expiry = first.lease.lease_until
+    clock.advance(LEASE + 5)  # w1 died without releasing
+    second = await store.claim_run("r1", worker="w2", lease_seconds=LEASE)
+    assert second.previous_lease_until == pytest.approx(expiry)
+    await store.release_lease("r1", worker="w2", epoch=second.lease.epoch)
+    third = await store.claim_run("r1", worker="w3", lease_seconds=LEASE)
+    assert third.previous_lease_until == 0.0  # released, not abandoned
+
+
+async def test_exactly_one_sweeper_rescues_a_stalled_run(
+    store: ThreadStore, clock: FakeClock
+) -> None:
+    await new_run(store)
+    seen = await store.get_run("r1")
+    now = clock() + GRACE
+    rescued = await sweeper(store).mark_rescued(seen, rescues=1, now=now)
+    assert (rescued.rescues, rescued.rescue_mark) == (1, seen.message_count)
+    assert rescued.sweep_at == pytest.approx(now + GRACE)
+    # A second sweeper that read the same state loses: one message per stall, never two.
+    with pytest.raises(RunChanged):
+        await sweeper(store).mark_rescued(seen, rescues=1, now=now)
+    assert await sweeper(store).stalled_runs(now=now) == []
+
+
+async def test_a_sweeper_never_touches_a_run_someone_claimed_meanwhile(
+    store: ThreadStore, clock: FakeClock
+) -> None:
+    await new_run(store)
+    seen = await store.get_run("r1")
+    clock.advance(GRACE)
+    await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
+    with pytest.raises(RunChanged):
+        await sweeper(store).mark_rescued(seen, rescues=1, now=clock())
+    error = ClassifiedError("abandoned", "nobody drove it", retryable=False)
+    with pytest.raises(RunChanged):
+        await sweeper(store).abandon_run(seen, error=error, now=clock())
+    assert (await store.get_run("r1")).status == RunStatus.RUNNING
+
+
+async def test_an_abandoned_run_fails_with_the_classified_error(
+    store: ThreadStore, clock: FakeClock
+) -> None:
+    await new_run(store)
+    run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
+    clock.advance(LEASE + GRACE)  # w1 died; nobody came back
+    seen = await store.get_run("r1")
+    error = ClassifiedError("abandoned", "nobody drove it", retryable=False)
+    failed = await sweeper(store).abandon_run(seen, error=error, now=clock())
+    assert (failed.status, failed.error, failed.lease.owner, failed.sweep_at) == (
+        RunStatus.FAILED,
+        error,
+        None,
+        None,
+    )
+    # The dead worker's late commit cannot revive it.
+    with pytest.raises(ThreadMovedOn):
+        await store.commit_turn(assistant_turn(run, "late"))
+
+
+async def test_one_live_run_per_thread(store: ThreadStore) -> None:
+    await new_run(store)
+    with pytest.raises(RunActive) as active:
+        await store.create_run("r2", thread_id="t1", owner=OWNER, settings=SETTINGS)
+    assert active.value.run_id == "r1"
+    # A retried create of the active run itself is still answered with that run.
+    again = await store.create_run("r1", thread_id="t1", owner=OWNER, settings=SETTINGS)
+    assert again.run_id == "r1"
+    run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
+    await store.commit_turn(assistant_turn(run, "done", final=True))
+    second = await store.create_run("r2", thread_id="t1", owner=OWNER, settings=SETTINGS)
+    assert second.status == RunStatus.QUEUED
+    assert (await store.get_thread("t1")).active_run == "r2"
+
+
+# -- the sweep itself (awaken_s3.service.sweeper) over each backend
+
+
+class Outbox:
+    def __init__(self, fail: bool = False) -> None:
+        self.sent: list[tuple[RunMessage, int, int]] = []
+        self.fail = fail
+
+    async def __call__(self, message: RunMessage, epoch: int, rescues: int) -> object:
+        if self.fail:
+            raise ConnectionError("injected: SQS unreachable")
+        self.sent.append((message, epoch, rescues))
+        return "sent"
+
+
+async def lost_start(store: ThreadStore) -> None:
+    """A run the API created but whose start message was never sent."""
+    await store.create_thread("t1", owner="alice")
+    await store.create_run(
+        "r1",
+        thread_id="t1",
+        owner="alice",
+        settings=RunSettings(model="m"),
+        messages=[Message.user("hi")],
+    )
+
+
+async def test_a_stall_is_re_sent_once_per_grace_period_and_abandoned_when_it_never_moves(
+    store: ThreadStore, clock: FakeClock
+) -> None:
+    await lost_start(store)
+    outbox = Outbox()
+    sweeper = sweep_store(store)
+    report = await sweep(sweeper, outbox, now=clock(), max_rescues=2)
+    assert (report.examined, report.rescued) == (0, 0)  # not due yet
+
+    clock.advance(GRACE)
+    report = await sweep(sweeper, outbox, now=clock(), max_rescues=2)
+    assert (report.rescued, report.rescued_repeatedly) == (1, 0)
+    assert [(m.run_id, m.reason, e, n) for m, e, n in outbox.sent] == [("r1", "rescue", 0, 1)]
+    # A second sweep right after (or a concurrent one) sends nothing more.
+    report = await sweep(sweeper, outbox, now=clock(), max_rescues=2)
+    assert report.rescued == 0 and len(outbox.sent) == 1
+
+    clock.advance(GRACE)
+    report = await sweep(sweeper, outbox, now=clock(), max_rescues=2)
+    assert (report.rescued, report.rescued_repeatedly) == (1, 1)
+    clock.advance(GRACE)
+    report = await sweep(sweeper, outbox, now=clock(), max_rescues=2)
+    assert report.abandoned == 1 and len(outbox.sent) == 2
+    run = await store.get_run("r1")
+    assert run.status == RunStatus.FAILED and run.error is not None
+    assert run.error.code == ABANDONED
+    assert await sweeper.stalled_runs(now=clock() + 10 * GRACE) == []
+
+
+async def test_an_sqs_outage_never_counts_against_a_run(
+    store: ThreadStore, clock: FakeClock
+) -> None:
+    await lost_start(store)
+    sweeper = sweep_store(store)
+    for _ in range(5):
+        clock.advance(GRACE)
+        report = await sweep(sweeper, Outbox(fail=True), now=clock(), max_rescues=2)
+        assert (report.send_failures, report.abandoned) == (1, 0)
+    outbox = Outbox()
+    report = await sweep(sweeper, outbox, now=clock(), max_rescues=2)
+    assert report.rescued == 1 and outbox.sent[0][2] == 1
+
+
+async def test_a_crashed_worker_s_run_is_rescued_only_after_its_lease_and_the_grace(
+    store: ThreadStore, clock: FakeClock
+) -> None:
+    await lost_start(store)
+    await store.claim_run("r1", worker="died", lease_seconds=60)
+    sweeper = sweep_store(store)
+    clock.advance(60 + GRACE - 1)
+    assert (await sweep(sweeper, Outbox(), now=clock(), max_rescues=5)).rescued == 0
+    clock.advance(1)
+    outbox = Outbox()
+    assert (await sweep(sweeper, outbox, now=clock(), max_rescues=5)).rescued == 1
+    assert outbox.sent[0][1] == 1  # deduplicated per epoch: the dead worker's
