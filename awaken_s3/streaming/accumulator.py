@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from awaken_s3.messages import Message, ToolUseBlock
 from awaken_s3.models import PartialToolCall, StreamCheckpoint
-from awaken_s3.streaming.continuation import SEAM_WINDOW, join_at_seam
+from awaken_s3.streaming.continuation import join_at_seam, seam_undecided
 from awaken_s3.streaming.events import (
     StopEvent,
     StreamEvent,
@@ -54,9 +54,11 @@ class StreamAccumulator:
     """The partial turn: text, tool calls by index, usage and stop reason.
 
     A resumed turn starts from a prefix; the continuation that follows is joined
-    to it through the seam check of :mod:`awaken_s3.streaming.continuation`,
-    settled once :data:`SEAM_WINDOW` characters of continuation have arrived (and
-    applied on the fly to snapshots before that).
+    to it through the seam check of :mod:`awaken_s3.streaming.continuation` as soon
+    as the seam is decided. Until then the continuation is held back: :attr:`text`
+    (and so every snapshot, checkpoint and in-process resume) is the prefix alone,
+    and only the completed turn (:meth:`message`) joins an undecided tail, because
+    then no more text can come.
     """
 
     def __init__(self, prefix: str = "", *, trim_echo: bool = False) -> None:
@@ -68,9 +70,9 @@ class StreamAccumulator:
         self.stop_reason: str | None = None
         #: characters of text and tool arguments received so far (all attempts)
         self.content_chars = 0
+        #: while not None, the seam is open: ``_chunks`` holds only the continuation
         self._seam_prefix: str | None = None
         self._seam_trim_echo = False
-        self._continuation_chars = 0
         self.restart(prefix, trim_echo=trim_echo)
 
     # -- the hot path -------------------------------------------------------
@@ -83,9 +85,7 @@ class StreamAccumulator:
                 self._chunks.append(text)
                 self.content_chars += len(text)
                 if self._seam_prefix is not None:
-                    self._continuation_chars += len(text)
-                    if self._continuation_chars >= SEAM_WINDOW:
-                        self._settle_seam()
+                    self._try_settle_seam()
             return False
         if isinstance(event, ToolCallDelta):
             call = self._calls.get(event.index)
@@ -123,15 +123,24 @@ class StreamAccumulator:
 
     # -- views --------------------------------------------------------------
 
-    @property
-    def text(self) -> str:
+    def _joined(self) -> str:
         if len(self._chunks) > 1:
             self._chunks[:] = ["".join(self._chunks)]
-        raw = self._chunks[0] if self._chunks else ""
+        return self._chunks[0] if self._chunks else ""
+
+    @property
+    def text(self) -> str:
+        """The decided text: while the seam is open, the prefix alone."""
+        if self._seam_prefix is not None:
+            return self._seam_prefix
+        return self._joined()
+
+    @property
+    def final_text(self) -> str:
+        """The whole text of a turn that ended: an undecided tail is joined as it stands."""
         if self._seam_prefix is None:
-            return raw
-        prefix = self._seam_prefix
-        return join_at_seam(prefix, raw[len(prefix) :], trim_echo=self._seam_trim_echo)
+            return self._joined()
+        return join_at_seam(self._seam_prefix, self._joined(), trim_echo=self._seam_trim_echo)
 
     @property
     def tool_calls(self) -> tuple[PartialToolCall, ...]:
@@ -147,7 +156,7 @@ class StreamAccumulator:
     def message(self) -> tuple[Message, tuple[DroppedToolCall, ...]]:
         """The whole turn (text, then complete calls in stream order) and the dropped calls."""
         complete, dropped = self.split_tool_calls()
-        return assemble_turn(self.text, complete), dropped
+        return assemble_turn(self.final_text, complete), dropped
 
     def snapshot(
         self,
@@ -185,14 +194,17 @@ class StreamAccumulator:
         """
         self._completed_usage = self.usage
         self._input_tokens = self._output_tokens = 0
-        self._chunks = [prefix] if prefix else []
         self._calls = {}
         self.stop_reason = None
-        self._continuation_chars = 0
+        self._chunks = []
         self._seam_prefix = prefix if prefix else None
         self._seam_trim_echo = trim_echo
 
-    def _settle_seam(self) -> None:
-        settled = self.text
+    def _try_settle_seam(self) -> None:
+        prefix = self._seam_prefix
+        assert prefix is not None
+        continuation = self._joined()
+        if seam_undecided(prefix, continuation, trim_echo=self._seam_trim_echo):
+            return
         self._seam_prefix = None
-        self._chunks = [settled]
+        self._chunks = [join_at_seam(prefix, continuation, trim_echo=self._seam_trim_echo)]

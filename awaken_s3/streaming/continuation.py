@@ -21,6 +21,11 @@ Seam policy:
   can lose a repetition; the seam is not promised byte-for-byte.
 * With prefill the model continues its own message verbatim, so no text overlap
   is trimmed (only the whitespace rule applies).
+* A seam is *decided* once no further continuation text can change how it joins
+  (:func:`seam_undecided`). Until then the continuation is held back: a cut while
+  it is undecided (a continuation still echoing the prefix, or leading whitespace
+  that may still match the prefix's) drops it instead of appending it, so a half
+  echo never becomes part of the prefix, a checkpoint or a commit.
 """
 
 from __future__ import annotations
@@ -73,12 +78,44 @@ def seam_overlap(prefix: str, continuation: str, *, trim_echo: bool) -> int:
         if start > 0 and not prefix[start - 1].isspace():
             continue
         candidate = continuation[:k]
-        if not prefix.endswith(candidate):
-            continue
-        words = len(candidate.split())
-        if words >= 2 or (words == 1 and k >= MIN_SEAM_OVERLAP):
+        if prefix.endswith(candidate) and _trimmable(candidate):
             return k
     return 0
+
+
+def _trimmable(overlap: str) -> bool:
+    words = len(overlap.split())
+    return len(overlap) >= MIN_SEAM_WORDS_OVERLAP and (
+        words >= 2 or (words == 1 and len(overlap) >= MIN_SEAM_OVERLAP)
+    )
+
+
+def seam_undecided(prefix: str, continuation: str, *, trim_echo: bool) -> bool:
+    """True while more continuation text could still change how ``continuation`` joins
+    ``prefix`` (:func:`seam_overlap` of a longer continuation could differ).
+
+    That is the case when ``continuation`` is a proper beginning of the whitespace the prefix
+    ends with, or, when echoes are trimmed, a proper beginning of an ending of the prefix
+    (starting at a word boundary) that would be trimmed once complete. Once decided, the
+    overlap is final: a longer overlap would need ``continuation`` to be a proper beginning of
+    a longer ending, which it is not.
+    """
+    if not continuation:
+        return False
+    tail_ws = _trailing_whitespace(prefix)
+    if tail_ws:
+        if continuation.startswith(tail_ws):
+            return False
+        if tail_ws.startswith(continuation):
+            return True
+    if not trim_echo or len(continuation) >= SEAM_WINDOW:
+        return False
+    for start in range(max(0, len(prefix) - SEAM_WINDOW), len(prefix) - len(continuation)):
+        if start > 0 and not prefix[start - 1].isspace():
+            continue
+        if prefix.startswith(continuation, start) and _trimmable(prefix[start:]):
+            return True
+    return False
 
 
 def join_at_seam(prefix: str, continuation: str, *, trim_echo: bool) -> str:
