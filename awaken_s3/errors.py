@@ -27,7 +27,17 @@ class CheckpointFenced(StreamCheckpointError):
 
 
 class CheckpointCorrupt(StreamCheckpointError):
-    """The stored object cannot be decoded into a checkpoint for this run."""
+    """The stored object cannot be decoded into a checkpoint for this run.
+
+    ``version`` is the stored object's version token when the store read one, so that a
+    caller deletes or replaces exactly the object it judged, conditionally.
+    """
+
+    def __init__(
+        self, message: str, *, run_id: str | None = None, version: str | None = None
+    ) -> None:
+        super().__init__(message, run_id=run_id)
+        self.version = version
 
 
 class CheckpointTooLarge(StreamCheckpointError, ValueError):

@@ -113,33 +113,46 @@ def encode_checkpoint(
 
 
 def decode_checkpoint(
-    body: bytes, *, run_id: str, max_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES
+    body: bytes,
+    *,
+    run_id: str,
+    max_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
+    version: str | None = None,
 ) -> StreamCheckpoint:
-    """Parse a stored body; anything that is not our checkpoint for ``run_id`` is corrupt."""
+    """Parse a stored body; anything that is not our checkpoint for ``run_id`` is corrupt.
+
+    ``version`` (the stored object's version token) rides on :class:`CheckpointCorrupt`, so
+    the caller can delete or replace exactly the object it judged.
+    """
     if len(body) > max_bytes:
         raise CheckpointCorrupt(
             f"stored checkpoint for run {run_id} is {len(body)} bytes, over the {max_bytes} limit",
             run_id=run_id,
+            version=version,
         )
     try:
         payload = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CheckpointCorrupt(
-            f"stored checkpoint for run {run_id} is not UTF-8 JSON", run_id=run_id
+            f"stored checkpoint for run {run_id} is not UTF-8 JSON", run_id=run_id, version=version
         ) from exc
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointCorrupt(
-            f"object for run {run_id} is not an awaken-s3 stream checkpoint", run_id=run_id
+            f"object for run {run_id} is not an awaken-s3 stream checkpoint",
+            run_id=run_id,
+            version=version,
         )
     payload.pop("format")
     try:
         checkpoint = StreamCheckpoint.model_validate(payload)
     except (ValidationError, InvalidIdError) as exc:
         raise CheckpointCorrupt(
-            f"stored checkpoint for run {run_id} is invalid: {exc}", run_id=run_id
+            f"stored checkpoint for run {run_id} is invalid: {exc}", run_id=run_id, version=version
         ) from exc
     if checkpoint.run_id != run_id:
         raise CheckpointCorrupt(
-            f"object under run {run_id} belongs to run {checkpoint.run_id}", run_id=run_id
+            f"object under run {run_id} belongs to run {checkpoint.run_id}",
+            run_id=run_id,
+            version=version,
         )
     return checkpoint

@@ -45,6 +45,7 @@ from awaken_s3.streaming.outcome import TurnCompleted
 from awaken_s3.streaming.provider import ModelRequest
 from awaken_s3.streaming.runner import TurnRunner
 from awaken_s3.streaming.scripted import ScriptedProvider, finish
+from awaken_s3.streaming.turn_request import TurnRequest
 
 BUCKET = "stream-overhead"
 # About one token per delta, as providers stream them.
@@ -141,12 +142,14 @@ async def run_mode(
         request = ModelRequest(model="scripted", messages=(Message.user("Stream, please."),))
         cpu0, wall0 = time.process_time(), time.perf_counter()
         outcome = await runner.run_turn(
-            run_id=f"run-{mode}-{run_index}",
-            thread_id="bench",
-            turn=0,
-            epoch=1,
-            request=request,
-            existing=None,  # a fresh turn: no GET, so every mode starts alike
+            TurnRequest(
+                run_id=f"run-{mode}-{run_index}",
+                thread_id="bench",
+                turn=0,
+                epoch=1,
+                request=request,
+                existing=None,  # a fresh turn: no GET, so every mode starts alike
+            )
         )
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         assert isinstance(outcome, TurnCompleted), outcome

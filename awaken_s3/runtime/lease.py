@@ -32,6 +32,7 @@ class LeaseKeeper:
         lease_seconds: float,
         interval: float | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        on_renewed: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -42,6 +43,9 @@ class LeaseKeeper:
         self.renewals = 0
         self.lost = asyncio.Event()
         self._sleep = sleep
+        #: called after each successful renewal (the worker extends its queue record's
+        #: visibility with the lease); its failures are the callee's to log
+        self._on_renewed = on_renewed
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -68,6 +72,8 @@ class LeaseKeeper:
             log.warning("run %s: lease renewal failed, will retry: %s", self.run_id, exc)
             return True
         self.renewals += 1
+        if self._on_renewed is not None:
+            await self._on_renewed()
         return True
 
     async def _run(self) -> None:

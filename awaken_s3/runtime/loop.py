@@ -5,8 +5,16 @@ repeats: run pending tool calls and commit their results, or run the next model 
 commit it, deleting the turn's checkpoint after the commit. It stops when the model ends the
 run (completed), at the step limit or on a permanent error (failed, with the classified
 error), when the API cancelled the run, or at the deadline (suspended, lease released:
-the caller enqueues a continuation). A worker that finds itself fenced stops without touching
-the run: the newer epoch owns it.
+the caller enqueues a continuation).
+
+Liveness: the run record is the only authority on who drives a run. Every way out of
+:meth:`RunLoop.run` leaves the run ended, or with its lease released (the caller sends the
+message that drives it next), or owned by another epoch that the returned run state shows.
+A fence seen in the checkpoint layer is only a hint: the loop re-reads the run, and when the
+run still carries its epoch, the checkpoint was wrong and the loop carries on (or, if it
+cannot, releases the lease like a suspension). A worker that another epoch really fenced
+deletes, conditionally on its version, any checkpoint object it wrote itself, and touches
+nothing else.
 
 Everything the loop decides from is committed state (DynamoDB); the checkpoint is only a
 hint for the unfinished turn and is never replayed once its turn is committed.
@@ -18,12 +26,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-from awaken_s3.errors import StreamCheckpointError
+from awaken_s3.errors import CheckpointCorrupt, CheckpointFenced, StreamCheckpointError
 from awaken_s3.messages import Message, ToolUseBlock
 from awaken_s3.models import StoredCheckpoint
 from awaken_s3.runtime.lease import LeaseKeeper
@@ -33,11 +41,12 @@ from awaken_s3.streaming.outcome import (
     ClassifiedError,
     TurnCompleted,
     TurnFailed,
+    TurnFenced,
     TurnOutcome,
     TurnSuspended,
 )
 from awaken_s3.streaming.provider import ModelRequest
-from awaken_s3.streaming.runner import NOT_LOADED
+from awaken_s3.streaming.turn_request import NOT_LOADED, TurnRequest
 from awaken_s3.threads.base import ThreadStore
 from awaken_s3.threads.errors import (
     CommitFenced,
@@ -55,28 +64,25 @@ log = logging.getLogger("awaken_s3.runtime")
 class TurnRunnerLike(Protocol):
     """What the loop needs from :class:`awaken_s3.streaming.runner.TurnRunner`."""
 
-    async def run_turn(
-        self,
-        *,
-        run_id: str,
-        thread_id: str,
-        turn: int,
-        epoch: int,
-        request: ModelRequest,
-        deadline: float | None = None,
-        existing: Any = NOT_LOADED,
-    ) -> TurnOutcome: ...
+    async def run_turn(self, turn: TurnRequest) -> TurnOutcome: ...
+
+
+#: called after the claim and after every lease renewal (the worker keeps its queue record's
+#: visibility in step with the lease); failures are logged and never end the run
+Heartbeat = Callable[[], Awaitable[None]]
 
 
 class RunEnd(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
-    #: the deadline came first: enqueue a continuation
+    #: the deadline came first (or a checkpoint fault the loop could not repair): the lease is
+    #: released; enqueue a continuation
     SUSPENDED = "suspended"
-    #: a newer lease epoch drives the run; this worker stopped without touching it
+    #: another epoch drives the run (``run`` shows it, or is None when it could not be read);
+    #: this worker stopped without touching the run
     FENCED = "fenced"
-    #: another worker holds a live lease; try again after ``retry_after``
+    #: another worker holds a lease; it runs out after ``retry_after``
     BUSY = "busy"
     #: the run had already ended before this invocation
     NOT_RUNNABLE = "not_runnable"
@@ -95,6 +101,11 @@ class RunResult:
     detail: str = ""
     #: for BUSY: seconds until the holder's lease expires (a dead holder's run is free then)
     retry_after: float | None = None
+    #: a checkpoint of an ended run could not be deleted: a later delivery should retry
+    checkpoint_left: bool = False
+    #: seconds from the last renewal of a holder that died without releasing the run to this
+    #: invocation's claim (None when the previous holder released it)
+    resume_delay: float | None = None
 
     @property
     def should_continue(self) -> bool:
@@ -105,6 +116,11 @@ class RunResult:
 STEP_LIMIT = "step_limit"
 THREAD_MOVED_ON = "thread_moved_on"
 UNKNOWN_TOOL = "unknown_tool"
+NO_PROGRESS = "no_progress"
+#: suspensions in a row without progress after which a run fails (see RunLoop)
+DEFAULT_MAX_IDLE_SUSPENSIONS = 5
+#: checkpoint faults an invocation repairs in place before it hands the run over
+_MAX_REPAIRS = 2
 
 
 def pending_tool_calls(history: Sequence[Message]) -> tuple[ToolUseBlock, ...]:
@@ -127,7 +143,10 @@ class RunLoop:
         renew_every: float | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        max_idle_suspensions: int = DEFAULT_MAX_IDLE_SUSPENSIONS,
     ) -> None:
+        if max_idle_suspensions < 1:
+            raise ValueError("max_idle_suspensions must be >= 1")
         self.store = store
         self.runner = runner
         self.checkpoints = checkpoints
@@ -138,8 +157,13 @@ class RunLoop:
         self.renew_every = renew_every
         self._clock = clock
         self._monotonic = monotonic
+        #: a run that suspends this many times in a row without committing anything or
+        #: growing its checkpoint fails with ``no_progress`` instead of looping forever
+        self.max_idle_suspensions = max_idle_suspensions
 
-    async def run(self, run_id: str, *, deadline: float | None = None) -> RunResult:
+    async def run(
+        self, run_id: str, *, deadline: float | None = None, heartbeat: Heartbeat | None = None
+    ) -> RunResult:
         """Drive ``run_id`` until it ends, pauses at ``deadline`` (a ``time.monotonic()``
         instant) or turns out to be someone else's."""
         try:
@@ -149,9 +173,19 @@ class RunLoop:
         except LeaseUnavailable as exc:
             current = await self.store.get_run(run_id)
             if not current.status.runnable:
-                return RunResult(run_id, RunEnd.NOT_RUNNABLE, current, detail=str(exc))
+                left = await _clean_leftover(self.checkpoints, run_id)
+                return RunResult(
+                    run_id, RunEnd.NOT_RUNNABLE, current, detail=str(exc), checkpoint_left=left
+                )
             wait = max(0.0, current.lease.lease_until - self._clock())
             return RunResult(run_id, RunEnd.BUSY, current, detail=str(exc), retry_after=wait)
+        resume_delay = None
+        if run.previous_lease_until > 0:
+            # The previous holder never released the run: it died (or lost its lease) after
+            # its last renewal, which set the lease it left to expire at previous_lease_until.
+            last_renewal = run.previous_lease_until - self.lease_seconds
+            resume_delay = max(0.0, self._clock() - last_renewal)
+        await _beat(heartbeat, run_id)
         keeper = LeaseKeeper(
             self.store,
             run_id=run_id,
@@ -159,8 +193,9 @@ class RunLoop:
             epoch=run.lease.epoch,
             lease_seconds=self.lease_seconds,
             interval=self.renew_every,
+            on_renewed=(lambda: _beat(heartbeat, run_id)) if heartbeat is not None else None,
         )
-        drive = _Drive(self, run, keeper, deadline)
+        drive = _Drive(self, run, keeper, deadline, resume_delay)
         keeper.start()
         try:
             return await drive.run()
@@ -172,11 +207,53 @@ class RunLoop:
             await keeper.stop()
 
 
+async def _beat(heartbeat: Heartbeat | None, run_id: str) -> None:
+    if heartbeat is None:
+        return
+    try:
+        await heartbeat()
+    except Exception as exc:  # the lease, not the queue record, is the authority
+        log.warning("run %s: heartbeat failed: %s", run_id, exc)
+
+
+async def _clean_leftover(checkpoints: StreamCheckpointStore, run_id: str) -> bool:
+    """Delete the checkpoint of an ended run (a crash between the final commit and its delete
+    leaves one), conditionally on the version read. True when one is left behind."""
+    try:
+        stored = await checkpoints.get(run_id)
+    except CheckpointCorrupt as exc:
+        if exc.version is None:
+            log.warning("run %s: a corrupt leftover checkpoint without a version: %s", run_id, exc)
+            return True
+        version: str | None = exc.version
+    except StreamCheckpointError as exc:
+        log.warning("run %s: could not read a leftover checkpoint: %s", run_id, exc)
+        return True
+    else:
+        if stored is None:
+            return False
+        version = stored.version
+    log.info("run %s ended: deleting its leftover checkpoint", run_id)
+    try:
+        await checkpoints.delete(run_id, expected_version=version)
+    except CheckpointFenced:
+        return False  # rewritten meanwhile (a zombie): the next delivery looks again
+    except StreamCheckpointError as exc:
+        log.warning("run %s: could not delete a leftover checkpoint: %s", run_id, exc)
+        return True
+    return False
+
+
 class _Drive:
     """The state of one invocation."""
 
     def __init__(
-        self, loop: RunLoop, run: RunState, keeper: LeaseKeeper, deadline: float | None
+        self,
+        loop: RunLoop,
+        run: RunState,
+        keeper: LeaseKeeper,
+        deadline: float | None,
+        resume_delay: float | None,
     ) -> None:
         self.loop = loop
         self.store = loop.store
@@ -185,8 +262,13 @@ class _Drive:
         self.epoch = run.lease.epoch
         self.keeper = keeper
         self.deadline = deadline
+        self.resume_delay = resume_delay
         self.turns = 0
         self.tool_calls = 0
+        #: characters the model streamed in this invocation (progress even when suspended)
+        self.new_chars = 0
+        self.repairs = 0
+        self.checkpoint_left = False
         self.ended = False
 
     def result(self, end: RunEnd, run: RunState | None = None, **kw: Any) -> RunResult:
@@ -197,12 +279,57 @@ class _Drive:
             run if run is not None else self.run_state,
             turns_committed=self.turns,
             tool_calls=self.tool_calls,
+            checkpoint_left=self.checkpoint_left,
+            resume_delay=self.resume_delay,
             **kw,
         )
 
-    def fenced(self, detail: str) -> RunResult:
+    def holds(self, run: RunState) -> bool:
+        return run.lease.epoch == self.epoch and run.lease.owner == self.loop.worker_id
+
+    async def confirm_owner(self) -> bool:
+        """The run record's word: does this epoch still hold a live lease?"""
+        run = await self.store.get_run(self.run_id)
+        return self.holds(run) and run.lease.lease_until > self.loop._clock()
+
+    async def fenced(self, detail: str, *, may_suspend: bool = True) -> RunResult:
+        """A fence was seen somewhere: believe it only if the run record agrees."""
+        await self.keeper.stop()
+        try:
+            current: RunState | None = await self.store.get_run(self.run_id)
+        except ThreadStoreError as exc:
+            log.warning("run %s: could not re-read the run after a fence: %s", self.run_id, exc)
+            current = None
+        if current is not None and self.holds(current) and may_suspend:
+            # Nobody else drives the run: whatever fenced us was wrong. Hand the run over like
+            # a suspension, so a fresh invocation starts clean.
+            log.warning(
+                "run %s: %s, but the run still carries epoch %d: handing it over",
+                self.run_id,
+                detail,
+                self.epoch,
+            )
+            return await self.suspend()
         log.warning("run %s: fenced at epoch %d: %s", self.run_id, self.epoch, detail)
-        return self.result(RunEnd.FENCED, detail=detail)
+        await self.discard_own_checkpoint()
+        return self.result(RunEnd.FENCED, current, detail=detail)
+
+    async def discard_own_checkpoint(self) -> None:
+        """A fenced writer leaves nothing behind: an object it wrote (its writer id and epoch)
+        is deleted, conditionally on the version read, so a newer writer's is never touched.
+        Without this a zombie's create after the run ended would stay for good."""
+        try:
+            stored = await self.loop.checkpoints.get(self.run_id)
+        except StreamCheckpointError:
+            return
+        if stored is None:
+            return
+        saved = stored.checkpoint
+        if saved.writer != self.loop.worker_id or saved.epoch != self.epoch:
+            return
+        log.info("run %s: deleting the checkpoint this fenced worker wrote", self.run_id)
+        with contextlib.suppress(StreamCheckpointError):
+            await self.loop.checkpoints.delete(self.run_id, expected_version=stored.version)
 
     def past_deadline(self) -> bool:
         return self.deadline is not None and self.loop._monotonic() >= self.deadline
@@ -212,7 +339,7 @@ class _Drive:
         while True:
             current = await self.store.get_run(self.run_id)
             if current.lease.epoch != self.epoch or self.keeper.lost.is_set():
-                return self.fenced(f"the run is at epoch {current.lease.epoch}")
+                return await self.fenced(f"the run is at epoch {current.lease.epoch}")
             if current.status == RunStatus.CANCELLED:
                 return await self.finish(RunStatus.CANCELLED, None)
             self.run_state = current
@@ -245,7 +372,7 @@ class _Drive:
                 return await self.finish(RunStatus.FAILED, error)
             existing = await self.load_checkpoint(current)
             turn = await self.run_turn_while_leased(
-                self.loop.runner.run_turn(
+                TurnRequest(
                     run_id=self.run_id,
                     thread_id=current.thread_id,
                     turn=current.turn,
@@ -253,27 +380,38 @@ class _Drive:
                     request=request,
                     deadline=self.deadline,
                     existing=existing,
+                    confirm_owner=self.confirm_owner,
                 )
             )
             if turn is None:
-                return self.fenced("the lease was lost during the turn")
+                return await self.fenced("the lease was lost during the turn")
             if isinstance(turn, TurnSuspended):
+                self.new_chars += turn.new_chars
                 return await self.suspend()
+            if isinstance(turn, TurnFenced):
+                if self.repairs < _MAX_REPAIRS and await self.still_ours():
+                    # The runner could not confirm the lease (a failed read); the run record
+                    # now says it is ours: run the turn again from what is stored.
+                    self.repairs += 1
+                    continue
+                return await self.fenced(turn.detail)
             if isinstance(turn, TurnFailed):
-                if turn.error.code == "fenced":
-                    return self.fenced(turn.error.message)
                 return await self.finish(RunStatus.FAILED, turn.error)
             committed = await self.commit_model_turn(current, turn)
             if isinstance(committed, RunResult):
                 return committed
             history.append(turn.message)
 
-    async def run_turn_while_leased(
-        self, turn: Coroutine[Any, Any, TurnOutcome]
-    ) -> TurnOutcome | None:
+    async def still_ours(self) -> bool:
+        try:
+            return await self.confirm_owner()
+        except ThreadStoreError:
+            return False
+
+    async def run_turn_while_leased(self, turn: TurnRequest) -> TurnOutcome | None:
         """Run the turn, abandoning it (None) as soon as a renewal finds the lease gone: a
         model call that can never be committed is not worth paying for."""
-        turn_task = asyncio.ensure_future(turn)
+        turn_task = asyncio.ensure_future(self.loop.runner.run_turn(turn))
         lost_task = asyncio.ensure_future(self.keeper.lost.wait())
         try:
             await asyncio.wait({turn_task, lost_task}, return_when=asyncio.FIRST_COMPLETED)
@@ -315,16 +453,24 @@ class _Drive:
                 stored.checkpoint.turn,
                 run.turn,
             )
-            await self.delete_checkpoint(stored.version)
-            return None
+            if await self.delete_checkpoint(stored.version):
+                return None
+            # Still there: the runner sees a checkpoint of another turn, which it never
+            # replays, and replaces it conditionally with its first put.
+            return stored
         return stored
 
-    async def delete_checkpoint(self, version: str | None) -> None:
+    async def delete_checkpoint(self, version: str | None) -> bool:
+        """True when no checkpoint of this run is left (deleted, or rewritten meanwhile)."""
         try:
             await self.loop.checkpoints.delete(self.run_id, expected_version=version)
+        except CheckpointFenced:
+            return True  # someone rewrote it: not ours to judge, and not a leftover of ours
         except StreamCheckpointError as exc:
             # The commit is the authority; a leftover checkpoint is stale and cleaned later.
             log.warning("run %s: checkpoint delete failed: %s", self.run_id, exc)
+            return False
+        return True
 
     # -- commits
 
@@ -335,11 +481,11 @@ class _Drive:
         try:
             result = await self.store.commit_turn(commit)
         except CommitFenced as exc:
-            return self.fenced(str(exc))
+            return await self.fenced(str(exc), may_suspend=False)
         except ThreadMovedOn as exc:
             current = await self.store.get_run(self.run_id)
             if current.lease.epoch != self.epoch:
-                return self.fenced(str(exc))
+                return await self.fenced(str(exc), may_suspend=False)
             if current.status == RunStatus.CANCELLED:
                 return await self.finish(RunStatus.CANCELLED, None)
             error = ClassifiedError(THREAD_MOVED_ON, str(exc), retryable=False)
@@ -373,9 +519,10 @@ class _Drive:
             return committed
         self.turns += 1
         # After the commit, never before: a crash in between leaves a stale checkpoint that
-        # the next invocation deletes without replaying.
-        await self.delete_checkpoint(turn.checkpoint_version)
+        # the next invocation (or the redelivery of an ended run) deletes without replaying.
+        deleted = await self.delete_checkpoint(turn.checkpoint_version)
         if final:
+            self.checkpoint_left = not deleted
             return self.result(RunEnd.COMPLETED, committed)
         return committed
 
@@ -390,7 +537,7 @@ class _Drive:
                     self.store, self.loop.tools, run_id=self.run_id, epoch=self.epoch, call=call
                 )
             except (LeaseLost, ToolCallConflict) as exc:
-                return self.fenced(str(exc))
+                return await self.fenced(str(exc))
             self.tool_calls += 1
             results.append(block)
         message = Message(role="user", content=tuple(results))
@@ -414,23 +561,36 @@ class _Drive:
                 error=error,
             )
         except LeaseLost as exc:
-            return self.fenced(str(exc))
+            return await self.fenced(str(exc), may_suspend=False)
         if run.status == RunStatus.CANCELLED:
             return self.result(RunEnd.CANCELLED, run)
         end = RunEnd.COMPLETED if run.status == RunStatus.COMPLETED else RunEnd.FAILED
         return self.result(end, run, error=run.error)
 
+    @property
+    def progressed(self) -> bool:
+        return self.turns > 0 or self.tool_calls > 0 or self.new_chars > 0
+
     async def suspend(self) -> RunResult:
         await self.keeper.stop()
+        idle = 0 if self.progressed else self.run_state.idle_suspensions + 1
+        if idle >= self.loop.max_idle_suspensions:
+            error = ClassifiedError(
+                NO_PROGRESS,
+                f"the run was handed over {idle} times in a row without committing anything "
+                "or streaming any text",
+                retryable=False,
+            )
+            return await self.finish(RunStatus.FAILED, error)
         try:
             run = await self.store.release_lease(
-                self.run_id, worker=self.loop.worker_id, epoch=self.epoch
+                self.run_id, worker=self.loop.worker_id, epoch=self.epoch, idle_suspensions=idle
             )
         except LeaseLost as exc:
-            return self.fenced(str(exc))
+            return await self.fenced(str(exc), may_suspend=False)
         if run.status == RunStatus.CANCELLED:
             return self.result(RunEnd.CANCELLED, run)
-        log.info("run %s: suspended at the deadline after %d turns", self.run_id, self.turns)
+        log.info("run %s: suspended after %d turns", self.run_id, self.turns)
         return self.result(RunEnd.SUSPENDED, run)
 
     async def release_after_crash(self) -> None:

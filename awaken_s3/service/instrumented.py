@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from awaken_s3.runtime.loop import TurnRunnerLike
 from awaken_s3.streaming.outcome import CheckpointStats, TurnCompleted, TurnOutcome
-from awaken_s3.streaming.provider import ModelRequest
-from awaken_s3.streaming.runner import NOT_LOADED
+from awaken_s3.streaming.turn_request import TurnRequest
 
 
 @dataclass
@@ -22,6 +20,8 @@ class TurnTally:
     checkpoint_fenced: int = 0
     checkpoint_load_failures: int = 0
     checkpoint_bytes: int = 0
+    #: lost conditions that turned out not to be a newer owner (the object was replaced)
+    checkpoint_repaired: int = 0
 
     def add(self, outcome: TurnOutcome) -> None:
         if isinstance(outcome, TurnCompleted) and outcome.plan_kind is not None:
@@ -32,6 +32,7 @@ class TurnTally:
         self.checkpoint_fenced += stats.fenced
         self.checkpoint_load_failures += stats.load_failures
         self.checkpoint_bytes += stats.bytes
+        self.checkpoint_repaired += stats.repaired
 
 
 @dataclass
@@ -39,25 +40,7 @@ class InstrumentedRunner:
     runner: TurnRunnerLike
     tally: TurnTally = field(default_factory=TurnTally)
 
-    async def run_turn(
-        self,
-        *,
-        run_id: str,
-        thread_id: str,
-        turn: int,
-        epoch: int,
-        request: ModelRequest,
-        deadline: float | None = None,
-        existing: Any = NOT_LOADED,
-    ) -> TurnOutcome:
-        outcome = await self.runner.run_turn(
-            run_id=run_id,
-            thread_id=thread_id,
-            turn=turn,
-            epoch=epoch,
-            request=request,
-            deadline=deadline,
-            existing=existing,
-        )
+    async def run_turn(self, turn: TurnRequest) -> TurnOutcome:
+        outcome = await self.runner.run_turn(turn)
         self.tally.add(outcome)
         return outcome

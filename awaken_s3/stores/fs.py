@@ -119,7 +119,9 @@ class FsStreamCheckpointStore:
         if entry is None:
             return None
         version, body = entry
-        checkpoint = decode_checkpoint(body, run_id=run_id, max_bytes=self.max_bytes)
+        checkpoint = decode_checkpoint(
+            body, run_id=run_id, max_bytes=self.max_bytes, version=version
+        )
         return StoredCheckpoint(checkpoint=checkpoint, version=version)
 
     async def put(self, checkpoint: StreamCheckpoint, *, expected_version: str | None) -> str:

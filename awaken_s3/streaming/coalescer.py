@@ -19,6 +19,11 @@ re-reads and adopts the stored version when the object is from an older lease
 epoch (a zombie wrote after we loaded), or, while its version is uncertain (a
 put that failed ambiguously and may have landed, a failed load, a stale
 checkpoint it replaces), when the object is from its own epoch or is gone.
+Anything else is only a hint, and the run record decides: when the caller's
+``confirm_owner`` says its epoch still holds the lease, the object is what is
+wrong (deleted under the writer, a newer epoch than the run has ever had after
+a table restore, a leftover the writer's create collides with, a corrupt body),
+so the writer adopts whatever is stored and replaces it conditionally.
 Any other store error is logged on ``awaken_s3.checkpoint``, counted, and
 ignored: checkpoint faults never decide a run's lifecycle.
 """
@@ -32,15 +37,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from awaken_s3.errors import CheckpointFenced, CheckpointTooLarge, StreamCheckpointError
+from awaken_s3.errors import (
+    CheckpointCorrupt,
+    CheckpointFenced,
+    CheckpointTooLarge,
+    StreamCheckpointError,
+)
 from awaken_s3.models import StreamCheckpoint, encode_checkpoint
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.streaming.outcome import CheckpointStats
+from awaken_s3.streaming.turn_request import OwnerCheck
 
 log = logging.getLogger("awaken_s3.checkpoint")
 
 Clock = Callable[[], float]
-#: re-reads a writer may do to explain a lost condition before giving up
+#: re-reads a writer may do in a row (without a put landing) to explain a lost condition
 MAX_FENCE_REREADS = 3
 
 
@@ -66,6 +77,7 @@ class StatsCounter:
         self.fenced = 0
         self.bytes = 0
         self.load_failures = 0
+        self.repaired = 0
 
     def frozen(self) -> CheckpointStats:
         return CheckpointStats(
@@ -74,6 +86,7 @@ class StatsCounter:
             fenced=self.fenced,
             bytes=self.bytes,
             load_failures=self.load_failures,
+            repaired=self.repaired,
         )
 
 
@@ -100,6 +113,11 @@ class CheckpointWriter(Protocol):
         """Wait for the put in flight without starting a new one."""
         ...
 
+    async def aclose(self) -> None:
+        """No put starts after this; the one in flight is awaited (bounded), so a writer that
+        has closed never lands a put later."""
+        ...
+
 
 @dataclass
 class WriterContext:
@@ -116,6 +134,7 @@ class WriterContext:
     policy: CheckpointPolicy
     clock: Clock
     stats: StatsCounter
+    confirm_owner: OwnerCheck | None = None
 
 
 WriterFactory = Callable[[WriterContext], CheckpointWriter]
@@ -139,6 +158,9 @@ class NullCheckpointWriter:
         return None
 
     async def settle(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
         return None
 
 
@@ -277,6 +299,7 @@ class CoalescingCheckpointWriter:
                 return
             self.version = version
             self._uncertain = False
+            self._rereads = 0
             self.stats.puts += 1
             self.stats.bytes += _encoded_size(checkpoint)
             return
@@ -297,16 +320,19 @@ class CoalescingCheckpointWriter:
         """True when the lost condition is explained and the put should be retried."""
         if self._rereads < MAX_FENCE_REREADS:
             self._rereads += 1
+            readable, corrupt = True, False
+            stored_version: str | None = None
             try:
                 stored = await self._store.get(self._ctx.run_id)
+            except CheckpointCorrupt as read_exc:
+                stored, corrupt = None, True
+                stored_version = read_exc.version
+                log.warning("re-read after a lost condition found a corrupt body: %s", read_exc)
             except StreamCheckpointError as read_exc:
-                stored = None
+                stored, readable = None, False
                 log.warning("re-read after a lost condition failed: %s", read_exc)
-            if stored is None and self._uncertain:
-                # Gone, and we never knew its version for sure: create it afresh.
-                self.version = None
-                return True
             if stored is not None:
+                stored_version = stored.version
                 theirs = stored.checkpoint
                 # One lease epoch has one holder: the same epoch is our own lease.
                 same_lease = theirs.epoch == self._ctx.epoch
@@ -314,15 +340,52 @@ class CoalescingCheckpointWriter:
                 if older or (same_lease and self._uncertain):
                     self.version = stored.version
                     return True
+            elif not corrupt and self._uncertain:
+                # Gone (or unreadable), and we never knew its version for sure: create it.
+                self.version = None
+                return True
+            if readable and await self._still_owner():
+                log.warning(
+                    "checkpoint of run %s: a lost condition that is not a newer owner (the run "
+                    "record still carries epoch %d); replacing what is stored",
+                    self._ctx.run_id,
+                    self._ctx.epoch,
+                )
+                self.stats.repaired += 1
+                self.version = stored_version
+                return True
         self.stats.fenced += 1
         self.fenced = True
         self._stop()
         log.warning("checkpoint writer for run %s is fenced: %s", self._ctx.run_id, exc)
         return False
 
+    async def _still_owner(self) -> bool:
+        confirm = self._ctx.confirm_owner
+        if confirm is None:
+            return False
+        try:
+            return await confirm()
+        except Exception as exc:  # an unreadable run record proves nothing either way
+            log.warning("run %s: could not confirm the lease: %s", self._ctx.run_id, exc)
+            return False
+
     def close(self) -> None:
         """No put starts after this; one in flight is left to finish."""
         self._stop()
+
+    async def aclose(self) -> None:
+        self._stop()
+        task = self._task
+        if task is None or task.done():
+            return
+        try:
+            async with asyncio.timeout(self._policy.final_flush_timeout):
+                await asyncio.shield(task)
+        except TimeoutError:
+            log.warning("run %s: a checkpoint put was still in flight at close", self._ctx.run_id)
+        except Exception as exc:  # the put's own failure was logged where it happened
+            log.debug("checkpoint put in flight at close failed: %s", exc)
 
     def _stop(self) -> None:
         self._stopped = True

@@ -49,6 +49,9 @@ class CheckpointStats:
     bytes: int = 0
     #: a GET of the existing checkpoint that failed (outage) or returned a corrupt body
     load_failures: int = 0
+    #: lost conditions the run record showed were not a newer owner: the stored object was
+    #: wrong (deleted under the writer, from an impossible epoch, a leftover) and replaced
+    repaired: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +81,21 @@ class TurnSuspended:
     checkpoint_version: str | None
     retry_count: int
     checkpoint_stats: CheckpointStats = CheckpointStats()
+    #: characters of text and tool arguments this call received (0: it made no progress)
+    new_chars: int = 0
     kind: Literal["suspended"] = field(default="suspended", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFenced:
+    """The checkpoint layer says another writer owns the run, and the run record (when the
+    runner could ask it) did not say otherwise. The caller re-reads the run before it
+    believes this: only the run record decides who drives a run."""
+
+    detail: str
+    retry_count: int = 0
+    checkpoint_stats: CheckpointStats = CheckpointStats()
+    kind: Literal["fenced"] = field(default="fenced", init=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,4 +107,4 @@ class TurnFailed:
     kind: Literal["failed"] = field(default="failed", init=False)
 
 
-TurnOutcome = TurnCompleted | TurnSuspended | TurnFailed
+TurnOutcome = TurnCompleted | TurnSuspended | TurnFailed | TurnFenced

@@ -26,12 +26,19 @@ Decisions (see docs in each module for the pure parts):
   is the stored version, for the caller's conditional delete after the commit)
   but does not write again: the caller commits next.
 * A stream that ends without a stop reason is a dropped connection.
+* A fence seen in the checkpoint layer (a lost condition the stored object does
+  not explain, a saved checkpoint from an epoch above ours) is a hint: with the
+  request's ``confirm_owner`` the runner asks the run record, and when it still
+  carries our epoch the checkpoint is what is wrong and is replaced. Otherwise
+  the turn ends :class:`TurnFenced` and the caller decides from the run record.
+* When ``run_turn`` returns (or is cancelled) no put of its writer is in flight:
+  a writer that has stopped never lands a put later, so the caller's clean-up
+  of a fenced writer's object cannot be undone behind its back.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import random
 import time
@@ -39,7 +46,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final, Literal
 
 from awaken_s3.errors import CheckpointCorrupt, StreamCheckpointError
-from awaken_s3.ids import validate_run_id, validate_thread_id
 from awaken_s3.models import StoredCheckpoint, StreamCheckpoint
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.streaming.accumulator import StreamAccumulator
@@ -67,6 +73,7 @@ from awaken_s3.streaming.outcome import (
     DroppedToolCall,
     TurnCompleted,
     TurnFailed,
+    TurnFenced,
     TurnOutcome,
     TurnSuspended,
     Usage,
@@ -79,16 +86,11 @@ from awaken_s3.streaming.recovery import (
     synthesized_turn,
 )
 from awaken_s3.streaming.retry import RandomSource, RetryPolicy, budget_exhausted, classify, decide
+from awaken_s3.streaming.turn_request import NOT_LOADED, TurnRequest, _NotLoaded
 
 log = logging.getLogger("awaken_s3.streaming")
 
-
-class _NotLoaded(enum.Enum):
-    NOT_LOADED = "NOT_LOADED"
-
-
-#: ``existing=NOT_LOADED``: the runner loads the checkpoint itself
-NOT_LOADED: Final = _NotLoaded.NOT_LOADED
+__all__ = ["ATTEMPT_LOST", "NOT_LOADED", "TurnRequest", "TurnRunner"]
 
 #: retry code recorded for an attempt whose process was lost (crash, kill, timeout)
 ATTEMPT_LOST: Final = "attempt_lost"
@@ -128,60 +130,37 @@ class TurnRunner:
         #: checkpoint I/O of the most recent turn (also on each outcome)
         self.last_stats = CheckpointStats()
 
-    async def run_turn(
-        self,
-        *,
-        run_id: str,
-        thread_id: str,
-        turn: int,
-        epoch: int,
-        request: ModelRequest,
-        deadline: float | None = None,
-        existing: StoredCheckpoint | _NotLoaded | None = NOT_LOADED,
-    ) -> TurnOutcome:
-        validate_run_id(run_id)
-        validate_thread_id(thread_id)
-        if turn < 0 or epoch < 0:
-            raise ValueError("turn and epoch must be >= 0")
-        if isinstance(existing, StoredCheckpoint) and existing.checkpoint.run_id != run_id:
-            raise ValueError("the existing checkpoint belongs to another run")
-        job = _Turn(self, run_id, thread_id, turn, epoch, request, deadline)
+    async def run_turn(self, turn: TurnRequest) -> TurnOutcome:
+        job = _Turn(self, turn)
         try:
-            return await job.run(existing)
+            return await job.run(turn.existing)
         finally:
-            job.close()
+            await job.close()
             self.last_stats = job.stats.frozen()
 
 
 class _Turn:
     """The state of one run_turn call."""
 
-    def __init__(
-        self,
-        runner: TurnRunner,
-        run_id: str,
-        thread_id: str,
-        turn: int,
-        epoch: int,
-        request: ModelRequest,
-        deadline: float | None,
-    ) -> None:
+    def __init__(self, runner: TurnRunner, job: TurnRequest) -> None:
         self.r = runner
-        self.run_id = run_id
-        self.thread_id = thread_id
-        self.turn = turn
-        self.epoch = epoch
-        self.request = request
-        self.deadline = deadline
+        self.job = job
+        self.run_id = job.run_id
+        self.thread_id = job.thread_id
+        self.turn = job.turn
+        self.epoch = job.epoch
+        self.request = job.request
+        self.deadline = job.deadline
         self.stats = StatsCounter()
         self.retry_count = 0
         self.last_error: str | None = None
         self.suspended = False
         self.plan_kind: PlanKind | None = None
         self.dropped: list[DroppedToolCall] = []
-        self.prefill = runner.provider.capabilities(request.model).assistant_prefill
+        self.prefill = runner.provider.capabilities(self.request.model).assistant_prefill
         self.acc = StreamAccumulator(trim_echo=not self.prefill)
         self.writer: CheckpointWriter | None = None
+        self.chars_at_start = 0
 
     # -- outcomes -----------------------------------------------------------
 
@@ -197,13 +176,10 @@ class _Turn:
             checkpoint_stats=self.stats.frozen(),
         )
 
-    def fenced(self, detail: str) -> TurnFailed:
+    def fenced(self, detail: str) -> TurnFenced:
         log.warning("run %s turn %d: fenced: %s", self.run_id, self.turn, detail)
-        return TurnFailed(
-            error=ClassifiedError(code="fenced", message=detail, retryable=False),
-            checkpoint_version=None,
-            retry_count=self.retry_count,
-            checkpoint_stats=self.stats.frozen(),
+        return TurnFenced(
+            detail=detail, retry_count=self.retry_count, checkpoint_stats=self.stats.frozen()
         )
 
     def completed(
@@ -236,6 +212,7 @@ class _Turn:
             checkpoint_version=self.writer.version,
             retry_count=self.retry_count,
             checkpoint_stats=self.stats.frozen(),
+            new_chars=self.acc.content_chars - self.chars_at_start,
         )
 
     def snapshot(self) -> StreamCheckpoint:
@@ -251,10 +228,9 @@ class _Turn:
             last_error=self.last_error,
         )
 
-    def close(self) -> None:
-        closer = getattr(self.writer, "close", None)
-        if callable(closer):
-            closer()
+    async def close(self) -> None:
+        if self.writer is not None:
+            await self.writer.aclose()
 
     # -- the turn -----------------------------------------------------------
 
@@ -273,9 +249,19 @@ class _Turn:
         if stored is not None:
             saved = stored.checkpoint
             if saved.epoch > self.epoch:
-                return self.fenced(
-                    f"the checkpoint was written under lease epoch {saved.epoch}, "
-                    f"newer than ours ({self.epoch})"
+                if not await self.still_owner():
+                    return self.fenced(
+                        f"the checkpoint was written under lease epoch {saved.epoch}, "
+                        f"newer than ours ({self.epoch})"
+                    )
+                # The run record says no newer epoch exists (a restored table, a planted
+                # object): the checkpoint is a hint like any other, replaced by our writes.
+                log.warning(
+                    "run %s: the checkpoint carries epoch %d, above the run's %d; the run "
+                    "record says we hold it, so the checkpoint is replaced",
+                    self.run_id,
+                    saved.epoch,
+                    self.epoch,
                 )
             version = stored.version
             if saved.turn != self.turn or saved.thread_id != self.thread_id:
@@ -334,13 +320,25 @@ class _Turn:
                 policy=self.r.checkpoint_policy,
                 clock=self.r.clock,
                 stats=self.stats,
+                confirm_owner=self.job.confirm_owner,
             )
         )
+        self.chars_at_start = self.acc.content_chars
         if resumed:
             await self.writer.write_now()
             if self.writer.fenced:
                 return self.fenced("another writer replaced the checkpoint we resumed from")
         return await self.stream_until_done()
+
+    async def still_owner(self) -> bool:
+        confirm = self.job.confirm_owner
+        if confirm is None:
+            return False
+        try:
+            return await confirm()
+        except Exception as exc:  # an unreadable run record proves nothing either way
+            log.warning("run %s: could not confirm the lease: %s", self.run_id, exc)
+            return False
 
     async def load(self) -> tuple[StoredCheckpoint | None, bool]:
         try:
@@ -348,9 +346,13 @@ class _Turn:
         except CheckpointCorrupt as exc:
             self.stats.load_failures += 1
             checkpoint_log.warning("run %s: discarding a corrupt checkpoint: %s", self.run_id, exc)
+            if exc.version is None:
+                # No version to make the delete conditional on: leave the object to our first
+                # put, whose lost condition the run record then resolves (replace).
+                return None, False
             try:
-                # Unconditional: a corrupt body has no usable version, and we hold the lease.
-                await self.r.store.delete(self.run_id)
+                # Conditional on the version judged corrupt: a body rewritten meanwhile is kept.
+                await self.r.store.delete(self.run_id, expected_version=exc.version)
             except StreamCheckpointError as delete_exc:
                 checkpoint_log.warning("run %s: could not delete it: %s", self.run_id, delete_exc)
                 return None, False

@@ -27,6 +27,7 @@ from awaken_s3.streaming.provider import ModelRequest, Provider
 from awaken_s3.streaming.recovery import plan_recovery
 from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.runner import TurnRunner
+from awaken_s3.streaming.turn_request import TurnRequest
 from tests.providers.helpers import WEATHER, collect
 from tests.providers.wire.dialects import API_KEY, DIALECTS, PREFILL_REJECTION, Dialect
 from tests.providers.wire.dialects import Message as Sent
@@ -67,7 +68,7 @@ async def run(
         sleep=sleeps or Sleeps(),
     )
     return await runner.run_turn(
-        run_id=RUN, thread_id=THREAD, turn=0, epoch=epoch, request=request(d)
+        TurnRequest(run_id=RUN, thread_id=THREAD, turn=0, epoch=epoch, request=request(d))
     )
 
 
@@ -186,12 +187,14 @@ async def test_deadline_mid_tool_call_suspends_then_resumes_with_r3(
     # Process A reaches its (Lambda) deadline while the call is still streaming.
     runner = TurnRunner(provider, store, writer_id="worker-1")
     first = await runner.run_turn(
-        run_id=RUN,
-        thread_id=THREAD,
-        turn=0,
-        epoch=1,
-        request=request(d),
-        deadline=time.monotonic() + 1.0,
+        TurnRequest(
+            run_id=RUN,
+            thread_id=THREAD,
+            turn=0,
+            epoch=1,
+            request=request(d),
+            deadline=time.monotonic() + 1.0,
+        )
     )
     assert isinstance(first, TurnSuspended)
     stored = await store.get(RUN)

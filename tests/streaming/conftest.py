@@ -18,6 +18,7 @@ from awaken_s3.streaming.provider import ModelRequest
 from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.runner import NOT_LOADED, TurnRunner
 from awaken_s3.streaming.scripted import ScriptedProvider
+from awaken_s3.streaming.turn_request import OwnerCheck, TurnRequest
 
 RUN_ID = "run-1"
 THREAD_ID = "thread-1"
@@ -56,6 +57,8 @@ class CountingStore(InMemoryStreamCheckpointStore):
         super().__init__()
         self.gets = 0
         self.deletes = 0
+        #: the ``expected_version`` of each delete (None: unconditional)
+        self.deleted_versions: list[str | None] = []
         self.history: list[StreamCheckpoint] = []
 
     async def get(self, run_id: str) -> StoredCheckpoint | None:
@@ -69,6 +72,7 @@ class CountingStore(InMemoryStreamCheckpointStore):
 
     async def delete(self, run_id: str, *, expected_version: str | None = None) -> None:
         self.deletes += 1
+        self.deleted_versions.append(expected_version)
         await super().delete(run_id, expected_version=expected_version)
 
 
@@ -121,15 +125,19 @@ async def run(
     request: ModelRequest = REQUEST,
     deadline: float | None = None,
     existing: Any = NOT_LOADED,
+    confirm_owner: OwnerCheck | None = None,
 ) -> TurnOutcome:
     return await runner.run_turn(
-        run_id=RUN_ID,
-        thread_id=THREAD_ID,
-        turn=turn,
-        epoch=epoch,
-        request=request,
-        deadline=deadline,
-        existing=existing,
+        TurnRequest(
+            run_id=RUN_ID,
+            thread_id=THREAD_ID,
+            turn=turn,
+            epoch=epoch,
+            request=request,
+            deadline=deadline,
+            existing=existing,
+            confirm_owner=confirm_owner,
+        )
     )
 
 

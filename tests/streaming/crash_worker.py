@@ -19,6 +19,7 @@ from awaken_s3.streaming.coalescer import CheckpointPolicy
 from awaken_s3.streaming.provider import ModelRequest
 from awaken_s3.streaming.runner import TurnRunner
 from awaken_s3.streaming.scripted import ScriptedProvider, Stall, text_deltas
+from awaken_s3.streaming.turn_request import TurnRequest
 
 RUN_ID = "run-x"
 THREAD_ID = "thread-x"
@@ -56,7 +57,9 @@ async def main(argv: list[str]) -> None:
             checkpoint_policy=CheckpointPolicy(min_interval=0.0, min_bytes=0),
         )
         turn = asyncio.create_task(
-            runner.run_turn(run_id=RUN_ID, thread_id=THREAD_ID, turn=0, epoch=1, request=REQUEST)
+            runner.run_turn(
+                TurnRequest(run_id=RUN_ID, thread_id=THREAD_ID, turn=0, epoch=1, request=REQUEST)
+            )
         )
         while True:
             stored = await store.get(RUN_ID)

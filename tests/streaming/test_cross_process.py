@@ -22,6 +22,7 @@ from awaken_s3.stores.s3 import S3StreamCheckpointStore
 from awaken_s3.streaming.outcome import TurnCompleted
 from awaken_s3.streaming.runner import ATTEMPT_LOST, TurnRunner
 from awaken_s3.streaming.scripted import ScriptedProvider, Stall, text_deltas, text_turn
+from awaken_s3.streaming.turn_request import TurnRequest
 
 from . import crash_worker as worker
 from .conftest import EAGER
@@ -33,7 +34,13 @@ async def resume_and_finish(store: Any) -> TurnCompleted:
     provider = ScriptedProvider([text_turn("Sed do eiusmod.")])
     runner = TurnRunner(provider, store, writer_id="worker-fresh")
     outcome = await runner.run_turn(
-        run_id=worker.RUN_ID, thread_id=worker.THREAD_ID, turn=0, epoch=2, request=worker.REQUEST
+        TurnRequest(
+            run_id=worker.RUN_ID,
+            thread_id=worker.THREAD_ID,
+            turn=0,
+            epoch=2,
+            request=worker.REQUEST,
+        )
     )
     assert isinstance(outcome, TurnCompleted), outcome
     assert list(provider.requests[0].messages)[-1].text == worker.STREAMED.rstrip()
@@ -52,11 +59,13 @@ async def test_a_fresh_runner_and_fs_store_resume_what_another_wrote(tmp_path: P
     runner = TurnRunner(provider, first, writer_id="worker-doomed", checkpoint_policy=EAGER)
     task = asyncio.create_task(
         runner.run_turn(
-            run_id=worker.RUN_ID,
-            thread_id=worker.THREAD_ID,
-            turn=0,
-            epoch=1,
-            request=worker.REQUEST,
+            TurnRequest(
+                run_id=worker.RUN_ID,
+                thread_id=worker.THREAD_ID,
+                turn=0,
+                epoch=1,
+                request=worker.REQUEST,
+            )
         )
     )
 

@@ -15,7 +15,13 @@ from awaken_s3.streaming import errors as e
 from awaken_s3.streaming.coalescer import CheckpointPolicy
 from awaken_s3.streaming.continuation import CONTINUE_INSTRUCTION
 from awaken_s3.streaming.events import StreamEvent, TextDelta, UsageEvent
-from awaken_s3.streaming.outcome import TurnCompleted, TurnFailed, TurnOutcome, TurnSuspended
+from awaken_s3.streaming.outcome import (
+    TurnCompleted,
+    TurnFailed,
+    TurnFenced,
+    TurnOutcome,
+    TurnSuspended,
+)
 from awaken_s3.streaming.provider import ModelRequest, ProviderCapabilities
 from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.runner import ATTEMPT_LOST, TurnRunner
@@ -65,6 +71,23 @@ def completed(outcome: object) -> TurnCompleted:
 def failed(outcome: object) -> TurnFailed:
     assert isinstance(outcome, TurnFailed), outcome
     return outcome
+
+
+def fenced(outcome: object) -> TurnFenced:
+    assert isinstance(outcome, TurnFenced), outcome
+    return outcome
+
+
+class RunRecord:
+    """Stands in for the run record's answer to "does our epoch still hold the lease?"."""
+
+    def __init__(self, ours: bool) -> None:
+        self.ours = ours
+        self.asked = 0
+
+    async def __call__(self) -> bool:
+        self.asked += 1
+        return self.ours
 
 
 # -- a fresh turn -------------------------------------------------------------------
@@ -503,10 +526,27 @@ async def test_a_checkpoint_of_a_newer_epoch_means_we_are_a_zombie(
 ) -> None:
     version = await plant(store, saved(partial_text="theirs", epoch=7))
     provider = ScriptedProvider([])
-    outcome = failed(await run(make_runner(provider, store, clock, sleep), epoch=3))
-    assert outcome.error.code == "fenced"
+    record = RunRecord(ours=False)
+    runner = make_runner(provider, store, clock, sleep)
+    outcome = fenced(await run(runner, epoch=3, confirm_owner=record))
+    assert "epoch 7" in outcome.detail and record.asked == 1
     assert provider.calls == 0
     assert (await store.get(RUN_ID)).version == version  # type: ignore[union-attr]
+
+
+async def test_a_newer_epoch_the_run_record_never_had_is_replaced_not_obeyed(
+    store: CountingStore, clock: FakeClock, sleep: RecordingSleep
+) -> None:
+    # A table restored to an earlier point in time: the checkpoint carries epoch 7 while the
+    # run record says 3 is current. The run record decides: the checkpoint is reused as the
+    # hint it is, and replaced by our writes.
+    await plant(store, saved(partial_text="Saved text ", epoch=7))
+    provider = ScriptedProvider([text_turn("and the rest.")])
+    runner = make_runner(provider, store, clock, sleep)
+    outcome = completed(await run(runner, epoch=3, confirm_owner=RunRecord(ours=True)))
+    assert outcome.plan_kind == "R1"
+    assert outcome.message.text == "Saved text and the rest."
+    assert (await stored_checkpoint(store)).epoch == 3
 
 
 async def test_a_writer_fenced_mid_stream_stops_and_fails_as_fenced(
@@ -524,9 +564,57 @@ async def test_a_writer_fenced_mid_stream_stops_and_fails_as_fenced(
             ]
         ]
     )
-    outcome = failed(await run(make_runner(provider, store, clock, sleep), epoch=1))
-    assert outcome.error.code == "fenced"
+    record = RunRecord(ours=False)
+    fenced(await run(make_runner(provider, store, clock, sleep), epoch=1, confirm_owner=record))
+    assert record.asked >= 1
     assert (await stored_checkpoint(store)).writer == "new-owner"
+
+
+async def test_a_lost_condition_the_run_record_denies_is_repaired_in_place(
+    store: CountingStore, clock: FakeClock, sleep: RecordingSleep
+) -> None:
+    # A planted object from an impossible epoch lands mid-stream: the run record says the
+    # lease is still ours, so the writer replaces it and the turn goes on uninterrupted.
+    planted = saved(epoch=9, writer="foreign", partial_text="planted")
+    provider = ScriptedProvider(
+        [
+            [
+                TextDelta("a"),
+                Hook(lambda: store.put_raw(RUN_ID, encode_checkpoint(planted))),
+                *text_deltas("b" * 50),
+                *finish(),
+            ]
+        ]
+    )
+    runner = make_runner(provider, store, clock, sleep)
+    outcome = completed(await run(runner, epoch=1, confirm_owner=RunRecord(ours=True)))
+    assert outcome.message.text == "a" + "b" * 50
+    assert outcome.checkpoint_stats.repaired >= 1 and outcome.checkpoint_stats.fenced == 0
+    mine = await stored_checkpoint(store)
+    assert (mine.writer, mine.epoch) == ("worker-a", 1)
+
+
+async def test_a_checkpoint_deleted_under_its_writer_is_created_again(
+    store: CountingStore, clock: FakeClock, sleep: RecordingSleep
+) -> None:
+    # An operator's clean-up removed the live object: If-Match now meets a missing key.
+    async def remove() -> None:
+        await store.delete(RUN_ID)
+
+    provider = ScriptedProvider(
+        [
+            [
+                TextDelta("a"),
+                Hook(lambda: asyncio.ensure_future(remove())),
+                *text_deltas("b" * 50),
+                *finish(),
+            ]
+        ]
+    )
+    runner = make_runner(provider, store, clock, sleep)
+    outcome = completed(await run(runner, epoch=1, confirm_owner=RunRecord(ours=True)))
+    assert outcome.message.text == "a" + "b" * 50
+    assert (await stored_checkpoint(store)).partial_text == "a" + "b" * 50
 
 
 async def test_a_stale_checkpoint_of_another_turn_is_never_replayed(
@@ -545,12 +633,14 @@ async def test_a_stale_checkpoint_of_another_turn_is_never_replayed(
 async def test_a_corrupt_checkpoint_is_discarded_and_the_turn_runs_fresh(
     store: CountingStore, clock: FakeClock, sleep: RecordingSleep
 ) -> None:
-    store.put_raw(RUN_ID, b"{not json")
+    judged = store.put_raw(RUN_ID, b"{not json")
     provider = ScriptedProvider([text_turn("Fine.")])
     outcome = completed(await run(make_runner(provider, store, clock, sleep)))
     assert outcome.checkpoint_stats.load_failures == 1
     assert outcome.checkpoint_stats.puts >= 1
     assert (await stored_checkpoint(store)).partial_text == "Fine."
+    # The delete named the version judged corrupt: a body rewritten meanwhile would be kept.
+    assert store.deleted_versions == [judged]
 
 
 class DownStore(CountingStore):

@@ -1,0 +1,53 @@
+"""What one :meth:`~awaken_s3.streaming.runner.TurnRunner.run_turn` call is asked to do."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Final
+
+from awaken_s3.ids import validate_run_id, validate_thread_id
+from awaken_s3.models import StoredCheckpoint
+from awaken_s3.streaming.provider import ModelRequest
+
+
+class _NotLoaded(enum.Enum):
+    NOT_LOADED = "NOT_LOADED"
+
+
+#: ``existing=NOT_LOADED``: the runner loads the checkpoint itself
+NOT_LOADED: Final = _NotLoaded.NOT_LOADED
+
+#: asks the run record whether the caller's epoch still holds the lease
+OwnerCheck = Callable[[], Awaitable[bool]]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    run_id: str
+    thread_id: str
+    #: the turn's index in the run (= model turns committed before it)
+    turn: int
+    #: the lease epoch the caller holds; written into every checkpoint
+    epoch: int
+    #: the committed history and the model settings (never a continuation prefix)
+    request: ModelRequest
+    #: a ``time.monotonic()`` instant by which the turn must suspend
+    deadline: float | None = None
+    #: the checkpoint the caller already loaded (None: there is none), or NOT_LOADED
+    existing: StoredCheckpoint | _NotLoaded | None = NOT_LOADED
+    #: the run record's word on a checkpoint-layer fence (a lost condition the stored object
+    #: does not explain, a checkpoint from a newer epoch): True means the caller still holds
+    #: the lease, so the checkpoint is what is wrong and is replaced. Without it every such
+    #: fence is believed.
+    confirm_owner: OwnerCheck | None = None
+
+    def __post_init__(self) -> None:
+        validate_run_id(self.run_id)
+        validate_thread_id(self.thread_id)
+        if self.turn < 0 or self.epoch < 0:
+            raise ValueError("turn and epoch must be >= 0")
+        existing = self.existing
+        if isinstance(existing, StoredCheckpoint) and existing.checkpoint.run_id != self.run_id:
+            raise ValueError("the existing checkpoint belongs to another run")
