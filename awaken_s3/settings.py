@@ -2,8 +2,9 @@
 
 ``AWAKEN_BUCKET`` (checkpoints and offloaded message bodies), ``AWAKEN_TABLE``
 (threads and runs), ``AWAKEN_QUEUE_URL`` (continuations) and the optional
-``AWAKEN_CHECKPOINT_PREFIX``. Endpoints are botocore's business
-(``AWS_ENDPOINT_URL``): there is no endpoint setting here.
+``AWAKEN_CHECKPOINT_PREFIX`` and ``AWAKEN_SWEEP_GRACE_SECONDS`` (how far past its due time
+an undriven run's ``sweep_at`` is set: every writer of the table must agree on it).
+Endpoints are botocore's business (``AWS_ENDPOINT_URL``): there is no endpoint setting here.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from awaken_s3.threads.rules import DEFAULT_SWEEP_GRACE
 
 DEFAULT_CHECKPOINT_PREFIX = "checkpoints/"
 
@@ -25,6 +28,7 @@ class StorageSettings:
     table: str
     queue_url: str | None = None
     checkpoint_prefix: str = DEFAULT_CHECKPOINT_PREFIX
+    sweep_grace: float = DEFAULT_SWEEP_GRACE
 
     @classmethod
     def from_env(
@@ -41,9 +45,20 @@ class StorageSettings:
         # also list "checkpoints-old/...", and keys would read "checkpointsrun-1.json".
         if prefix and not prefix.endswith("/"):
             raise SettingsError(f"AWAKEN_CHECKPOINT_PREFIX must end with '/', got {prefix!r}")
+        raw_grace = env.get("AWAKEN_SWEEP_GRACE_SECONDS") or str(DEFAULT_SWEEP_GRACE)
+        try:
+            grace = float(raw_grace)
+        except ValueError:
+            grace = -1.0
+        if not grace > 0:
+            raise SettingsError(
+                f"AWAKEN_SWEEP_GRACE_SECONDS must be a positive number of seconds, "
+                f"got {raw_grace!r}"
+            )
         return cls(
             bucket=env["AWAKEN_BUCKET"],
             table=env["AWAKEN_TABLE"],
             queue_url=env.get("AWAKEN_QUEUE_URL") or None,
             checkpoint_prefix=prefix,
+            sweep_grace=grace,
         )

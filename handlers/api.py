@@ -48,6 +48,7 @@ from awaken_s3.service.queue import RunMessage, send_run_message
 from awaken_s3.service.wiring import Services, open_services
 from awaken_s3.settings import StorageSettings
 from awaken_s3.threads.errors import (
+    RunActive,
     RunExists,
     RunNotFound,
     ThreadExists,
@@ -289,6 +290,15 @@ def create_run(thread_id: str) -> Response[str]:
         except RunExists as exc:
             raise ApiError(
                 HTTPStatus.CONFLICT, "run_exists", f"run {run_id} exists with other settings"
+            ) from exc
+        except RunActive as exc:
+            # One live run per thread: a second would race the first for the thread's next
+            # message positions and one of them would fail later with thread_moved_on.
+            raise ApiError(
+                HTTPStatus.CONFLICT,
+                "run_active",
+                f"thread {thread_id} has an active run; wait for it to end or cancel it",
+                [{"run_id": exc.run_id}],
             ) from exc
         except ThreadMovedOn as exc:
             raise ApiError(

@@ -6,12 +6,16 @@ synchronous record handler, so each record's coroutine runs on that one loop in 
 clients are opened before the first record and closed after the last.
 
 Per record: a malformed body is logged, counted and acknowledged (it can never succeed);
-otherwise the run loop runs until ``deadline = now + remaining - margin``. A suspended run gets
-a continuation message (then the record is acknowledged); a run leased by another worker fails
-the record, after shortening its visibility to the holder's remaining lease (doubling with each
-receive, see :func:`busy_delay`), so a dead holder's run resumes within about a lease period
-rather than after the queue's long visibility timeout; every other end acknowledges.
-An unexpected exception fails the record (partial batch response).
+otherwise the run loop runs until ``deadline = now + remaining - margin``. While the worker
+holds the run's lease it keeps the record invisible for the lease period plus a margin, set at
+the claim and extended with every renewal: a worker that dies without answering (timeout,
+out of memory, a lost host) lets its record come back a little after its lease ran out, so
+the run resumes within about one lease period, not after the queue's visibility timeout.
+What happens to the record then is :func:`awaken_s3.service.dispositions.disposition`: a
+suspended run gets a continuation message (then the record is acknowledged); a record is
+kept (failed, with a visibility that brings it back when it can help) whenever the run is
+not ended, not handed over and not held by a live worker. An unexpected exception fails the
+record (partial batch response).
 
 On a FIFO queue the processor is :class:`SqsFifoPartialProcessor` with
 ``skip_group_on_error``: after a failed record, the later records of the *same run* (message
@@ -48,15 +52,14 @@ from awaken_s3.providers.config import ProviderSettings, build_provider
 from awaken_s3.runtime.loop import RunEnd, RunLoop, RunResult
 from awaken_s3.runtime.tools import ToolRegistry
 from awaken_s3.service.config import WorkerSettings
-from awaken_s3.service.dispositions import RUN_END_METRICS, Disposition, disposition
+from awaken_s3.service.dispositions import RUN_END_METRICS, Action, Disposition, disposition
 from awaken_s3.service.instrumented import InstrumentedRunner, TurnTally
 from awaken_s3.service.logs import route_library_logs
 from awaken_s3.service.queue import (
     RunMessage,
-    busy_delay,
     is_fifo,
-    retry_later,
     send_run_message,
+    set_visibility,
 )
 from awaken_s3.service.wiring import Services, open_services
 from awaken_s3.settings import StorageSettings
@@ -72,8 +75,8 @@ ProviderFactory = Callable[[], Provider]
 LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 
 
-class RunBusy(Exception):
-    """Another worker holds the run's lease: the record must come back later."""
+class RecordKept(Exception):
+    """The record must come back later (see :func:`disposition`): it is reported failed."""
 
 
 def default_provider() -> Provider:
@@ -112,12 +115,16 @@ def record_tally(tally: TurnTally) -> None:
     _count("CheckpointFailures", tally.checkpoint_failures)
     _count("CheckpointFenced", tally.checkpoint_fenced)
     _count("CheckpointLoadFailures", tally.checkpoint_load_failures)
+    _count("CheckpointRepaired", tally.checkpoint_repaired)
 
 
 def record_result(result: RunResult) -> None:
     _count(RUN_END_METRICS[result.end])
     _count("TurnsCommitted", result.turns_committed)
     _count("ToolCalls", result.tool_calls)
+    _count("CheckpointLeftovers", int(result.checkpoint_left))
+    if result.resume_delay is not None:
+        metrics.add_metric(name="ResumeDelay", unit=MetricUnit.Seconds, value=result.resume_delay)
 
 
 class Invocation:
@@ -169,9 +176,21 @@ class Invocation:
             self.tools,
             worker_id=writer,
             lease_seconds=self.settings.lease_seconds,
+            max_idle_suspensions=self.settings.max_idle_suspensions,
         )
+
+        async def keep_hidden() -> None:
+            # In step with the lease: hidden while this worker is alive, back soon after the
+            # lease runs out if it dies without answering.
+            await set_visibility(
+                self.services.sqs,
+                self.services.queue_url,
+                record.receipt_handle,
+                self.settings.visibility_timeout,
+            )
+
         try:
-            result = await loop.run(message.run_id, deadline=self.deadline)
+            result = await loop.run(message.run_id, deadline=self.deadline, heartbeat=keep_hidden)
         except RunNotFound:
             logger.warning(
                 "acknowledging a message for an unknown run",
@@ -193,28 +212,23 @@ class Invocation:
                 "error_code": result.error.code if result.error else None,
             },
         )
-        action = disposition(result.end)
-        if action is Disposition.CONTINUE:
+        action = disposition(result, now=time.time(), lease_seconds=self.settings.lease_seconds)
+        if action.action is Action.CONTINUE:
             await self._continue(result)
-        elif action is Disposition.RETRY:
-            await self._retry_later(record, result)
-            raise RunBusy(
-                f"run {result.run_id} is leased by another worker; retry in "
-                f"{result.retry_after or 0:.1f}s"
-            )
+        elif action.action is Action.RETRY:
+            await self._keep(record, action)
+            raise RecordKept(f"run {result.run_id}: {action.reason}; back in {action.delay}s")
         return result.end.value
 
-    async def _retry_later(self, record: SQSRecord, result: RunResult) -> None:
-        receives = int(record.attributes.approximate_receive_count or 1)
-        delay = busy_delay(result.retry_after, receives, base=self.settings.busy_base_delay)
+    async def _keep(self, record: SQSRecord, action: Disposition) -> None:
         try:
-            await retry_later(
-                self.services.sqs, self.services.queue_url, record.receipt_handle, delay
+            await set_visibility(
+                self.services.sqs, self.services.queue_url, record.receipt_handle, action.delay
             )
         except (ClientError, BotoCoreError) as exc:
-            # The record still comes back, only after the queue's full visibility timeout.
+            # The record still comes back, only after the visibility it had.
             logger.warning(
-                "could not shorten a busy record's visibility",
+                "could not set a kept record's visibility",
                 extra={"message_id": record.message_id, "error": type(exc).__name__},
             )
 
@@ -303,4 +317,4 @@ def make_handler(
 
 lambda_handler = make_handler()
 
-__all__ = ["RunBusy", "RunEnd", "lambda_handler", "make_handler"]
+__all__ = ["RecordKept", "RunEnd", "lambda_handler", "make_handler"]

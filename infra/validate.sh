@@ -38,12 +38,13 @@ if [ "${1:-}" = "--build" ]; then
     trap 'rm -rf "$out"' EXIT
     echo "== sam build (into $out)"
     "$VENV/bin/sam" build --template-file template.yaml --build-dir "$out"
-    for fn in WorkerFunction ApiFunction; do
-        [ -f "$out/$fn/handlers/$( [ $fn = WorkerFunction ] && echo worker || echo api ).py" ] \
+    for pair in WorkerFunction:worker ApiFunction:api SweeperFunction:sweeper; do
+        fn="${pair%%:*}" handler="${pair##*:}"
+        [ -f "$out/$fn/handlers/$handler.py" ] \
             || { echo "sam build: $fn artifact lacks its handler" >&2; exit 1; }
         [ ! -e "$out/$fn/tests" ] || { echo "sam build: tests/ leaked into $fn" >&2; exit 1; }
     done
-    du -sh "$out"/WorkerFunction "$out"/ApiFunction
+    du -sh "$out"/WorkerFunction "$out"/ApiFunction "$out"/SweeperFunction
     # The arm64 artifact cannot be imported here; the same recipe for this host's platform
     # can. Importing the handlers from it alone (-I: no site-packages, no .venv) proves the
     # artifact's dependency set is complete, e.g. that no handler needs a dev-only package.
@@ -53,6 +54,6 @@ if [ "${1:-}" = "--build" ]; then
         LAMBDA_PYTHON_VERSION="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
         LAMBDA_PLATFORMS="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_platform().replace("linux-", "manylinux2014_"))')"
     (cd "$host" && env -i PATH=/usr/bin:/bin AWS_DEFAULT_REGION=us-east-1 "$(command -v "$PYTHON")" -I -c \
-        'import sys; sys.path.insert(0, "."); import handlers.worker, handlers.api; print("handlers import: OK")')
+        'import sys; sys.path.insert(0, "."); import handlers.worker, handlers.api, handlers.sweeper; print("handlers import: OK")')
 fi
 echo "template.yaml: OK"

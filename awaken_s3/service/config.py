@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from awaken_s3.settings import SettingsError
+from awaken_s3.threads.rules import DEFAULT_SWEEP_GRACE
 
 DEFAULT_DEADLINE_MARGIN = 10.0
 DEFAULT_LEASE_SECONDS = 60.0
-DEFAULT_BUSY_BASE_DELAY = 30.0
+DEFAULT_VISIBILITY_MARGIN = 10.0
+DEFAULT_MAX_IDLE_SUSPENSIONS = 5
+DEFAULT_MAX_RESCUES = 5
+
+
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{name} must be a whole number, got {raw!r}") from exc
+    if value < 1:
+        raise SettingsError(f"{name} must be at least 1, got {raw!r}")
+    return value
 
 
 def _positive(env: Mapping[str, str], name: str, default: float) -> float:
@@ -32,8 +49,16 @@ class WorkerSettings:
     #: release and the continuation send must fit in it
     deadline_margin: float = DEFAULT_DEADLINE_MARGIN
     lease_seconds: float = DEFAULT_LEASE_SECONDS
-    #: first back-off step of a busy run's record (see awaken_s3.service.queue.busy_delay)
-    busy_base_delay: float = DEFAULT_BUSY_BASE_DELAY
+    #: the record being worked on stays invisible this much longer than the lease: a worker
+    #: that dies without answering lets its record come back a little after its lease ran out
+    visibility_margin: float = DEFAULT_VISIBILITY_MARGIN
+    #: hand-overs in a row without progress after which a run fails with ``no_progress``
+    max_idle_suspensions: int = DEFAULT_MAX_IDLE_SUSPENSIONS
+
+    @property
+    def visibility_timeout(self) -> int:
+        """Seconds of visibility the worker gives its record at the claim and each renewal."""
+        return math.ceil(self.lease_seconds + self.visibility_margin)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerSettings:
@@ -43,9 +68,33 @@ class WorkerSettings:
                 env, "AWAKEN_DEADLINE_MARGIN_SECONDS", DEFAULT_DEADLINE_MARGIN
             ),
             lease_seconds=_positive(env, "AWAKEN_LEASE_SECONDS", DEFAULT_LEASE_SECONDS),
-            busy_base_delay=_positive(
-                env, "AWAKEN_BUSY_BASE_DELAY_SECONDS", DEFAULT_BUSY_BASE_DELAY
+            visibility_margin=_positive(
+                env, "AWAKEN_VISIBILITY_MARGIN_SECONDS", DEFAULT_VISIBILITY_MARGIN
             ),
+            max_idle_suspensions=_count(
+                env, "AWAKEN_MAX_IDLE_SUSPENSIONS", DEFAULT_MAX_IDLE_SUSPENSIONS
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SweeperSettings:
+    #: how long past its due time (creation, release, lease expiry) a run that nobody drives
+    #: waits before the sweeper re-sends it; longer than a dead worker's record takes to
+    #: come back by itself, so crashes are resumed by the queue, not by the sweeper
+    sweep_grace: float = DEFAULT_SWEEP_GRACE
+    #: rescues in a row without progress after which the sweeper fails the run (``abandoned``)
+    max_rescues: int = DEFAULT_MAX_RESCUES
+    #: runs examined per invocation (the next invocation picks up the rest)
+    batch: int = 100
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SweeperSettings:
+        env = os.environ if env is None else env
+        return cls(
+            sweep_grace=_positive(env, "AWAKEN_SWEEP_GRACE_SECONDS", DEFAULT_SWEEP_GRACE),
+            max_rescues=_count(env, "AWAKEN_SWEEP_MAX_RESCUES", DEFAULT_MAX_RESCUES),
+            batch=_count(env, "AWAKEN_SWEEP_BATCH", 100),
         )
 
 

@@ -10,18 +10,17 @@ never does. Standard queues get neither a group nor a deduplication id.
 from __future__ import annotations
 
 import hashlib
-import math
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from awaken_s3.ids import RunId
 
-Reason = Literal["start", "continue"]
+#: start: the API created the run; continue: a worker handed it over; rescue: the sweeper
+#: found it undriven
+Reason = Literal["start", "continue", "rescue"]
 #: SQS caps MessageDeduplicationId at 128 characters
 _MAX_DEDUP_ID = 128
-#: a busy record comes back no later than this (a dead holder's lease is long gone by then)
-BUSY_MAX_DELAY: Final = 900
 
 
 class RunMessage(BaseModel):
@@ -40,7 +39,8 @@ def is_fifo(queue_url: str) -> bool:
 
 def deduplication_id(run_id: str, reason: Reason, *, epoch: int = 0, turn: int = 0) -> str:
     """Unique per intended delivery: a start is one intent per run; a continuation is one
-    intent per (lease epoch, turn), because every claim increments the epoch."""
+    intent per (lease epoch, turn), because every claim increments the epoch; a rescue is
+    one intent per (epoch, rescue count), passed as ``turn``."""
     digest = hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:48]
     value = f"{reason}-{epoch}-{turn}-{digest}"
     assert len(value) <= _MAX_DEDUP_ID
@@ -71,21 +71,10 @@ async def send_run_message(
     return str(response["MessageId"])
 
 
-def busy_delay(retry_after: float | None, receive_count: int, *, base: float) -> int:
-    """Seconds until a record of a busy run should come back (pure).
-
-    At least until the holder's lease runs out (``retry_after``): a dead holder's run is free
-    then. ``base`` doubling with each receive keeps a *live* holder (a long turn) from burning
-    through the queue's ``maxReceiveCount`` one lease period at a time.
-    """
-    backoff = base * math.pow(2, max(0, receive_count - 1))
-    wanted = max(math.ceil(retry_after or 0) + 1, math.ceil(backoff))
-    return min(BUSY_MAX_DELAY, wanted)
-
-
-async def retry_later(sqs: Any, queue_url: str, receipt_handle: str, seconds: int) -> None:
-    """Make a received message visible again in ``seconds`` (instead of the queue's
-    visibility timeout, which must outlast the worker's whole timeout)."""
+async def set_visibility(sqs: Any, queue_url: str, receipt_handle: str, seconds: int) -> None:
+    """Make a received message visible again in ``seconds`` from now (instead of the queue's
+    visibility timeout, which must outlast the worker's whole timeout): to keep it hidden
+    while its worker is alive, or to bring a kept record back sooner."""
     await sqs.change_message_visibility(
         QueueUrl=queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
     )

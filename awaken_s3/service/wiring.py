@@ -60,7 +60,11 @@ async def open_services(
         yield Services(
             settings=settings,
             threads=DynamoThreadStore(
-                settings.table, client=db, s3_client=s3, bucket=settings.bucket
+                settings.table,
+                client=db,
+                s3_client=s3,
+                bucket=settings.bucket,
+                sweep_grace=settings.sweep_grace,
             ),
             checkpoints=S3StreamCheckpointStore(
                 settings.bucket, prefix=settings.checkpoint_prefix, client=s3

@@ -84,6 +84,27 @@ def test_retried_create_run_is_idempotent(aws: Aws) -> None:
     assert (status, conflict["error"]) == (409, "run_exists")
 
 
+def test_a_second_run_on_a_thread_with_an_active_run_is_refused(aws: Aws) -> None:
+    thread_id = new_thread()
+    call("POST", f"/threads/{thread_id}/runs", body={"message": "one", "run_id": "run-1"})
+    status, refused = call(
+        "POST", f"/threads/{thread_id}/runs", body={"message": "two", "run_id": "run-2"}
+    )
+    # 409 naming the active run: the caller waits for it or cancels it.
+    assert (status, refused["error"], refused["details"]) == (
+        409,
+        "run_active",
+        [{"run_id": "run-1"}],
+    )
+    _, thread = call("GET", f"/threads/{thread_id}")
+    assert [m["content"][0]["text"] for m in thread["messages"]] == ["one"]  # "two" not added
+    call("POST", "/runs/run-1/cancel")
+    status, second = call(
+        "POST", f"/threads/{thread_id}/runs", body={"message": "two", "run_id": "run-2"}
+    )
+    assert (status, second["run_id"]) == (202, "run-2")
+
+
 def test_run_state_and_cancel(aws: Aws) -> None:
     thread_id = new_thread()
     call("POST", f"/threads/{thread_id}/runs", body={"message": "hi", "run_id": "run-1"})

@@ -13,19 +13,24 @@ import pytest
 from aws_lambda_powertools import Logger
 from pydantic import ValidationError
 
-from awaken_s3.runtime.loop import RunEnd
+from awaken_s3.runtime.loop import RunEnd, RunResult
 from awaken_s3.service.config import WorkerSettings, allowed_models
-from awaken_s3.service.dispositions import RUN_END_METRICS, Disposition, disposition
+from awaken_s3.service.dispositions import (
+    MAX_DELAY,
+    RETRY_SOON,
+    RUN_END_METRICS,
+    Action,
+    disposition,
+)
 from awaken_s3.service.logs import route_library_logs
 from awaken_s3.service.queue import (
-    BUSY_MAX_DELAY,
     RunMessage,
-    busy_delay,
     deduplication_id,
     is_fifo,
     send_message_args,
 )
 from awaken_s3.settings import SettingsError
+from awaken_s3.threads import Lease, RunSettings, RunState, RunStatus
 from handlers.worker import deadline_for, is_fifo_event, worker_id
 from tests.handlers.conftest import FakeContext, sqs_record
 
@@ -82,16 +87,68 @@ def test_run_messages_validate_the_run_id_and_ignore_unknown_fields() -> None:
             RunMessage.model_validate_json(body)
 
 
-def test_every_run_end_has_a_disposition_and_a_metric() -> None:
-    assert {end: disposition(end) for end in RunEnd} == {
-        RunEnd.COMPLETED: Disposition.ACK,
-        RunEnd.FAILED: Disposition.ACK,
-        RunEnd.CANCELLED: Disposition.ACK,
-        RunEnd.FENCED: Disposition.ACK,
-        RunEnd.NOT_RUNNABLE: Disposition.ACK,
-        RunEnd.SUSPENDED: Disposition.CONTINUE,
-        RunEnd.BUSY: Disposition.RETRY,
-    }
+NOW = 1_000_000.0
+LEASE = 60.0
+
+
+def state(status: RunStatus, owner: str | None = None, until: float = 0.0) -> RunState:
+    return RunState(
+        "r1", "t1", "alice", RunSettings(model="m"), status=status, lease=Lease(owner, 4, until)
+    )
+
+
+def decide(end: RunEnd, run: RunState | None, *, left: bool = False) -> tuple[Action, int]:
+    result = RunResult("r1", end, run, checkpoint_left=left)
+    got = disposition(result, now=NOW, lease_seconds=LEASE)
+    return got.action, got.delay
+
+
+RUNNING = RunStatus.RUNNING
+
+
+@pytest.mark.parametrize(
+    ("end", "run", "left", "expected"),
+    [
+        # Ended runs: acknowledged, unless a checkpoint could not be deleted: then the next
+        # delivery of this record (which finds the run ended) deletes it.
+        (RunEnd.COMPLETED, state(RunStatus.COMPLETED), False, (Action.ACK, 0)),
+        (RunEnd.COMPLETED, state(RunStatus.COMPLETED), True, (Action.RETRY, RETRY_SOON)),
+        (RunEnd.FAILED, state(RunStatus.FAILED), False, (Action.ACK, 0)),
+        (RunEnd.CANCELLED, state(RunStatus.CANCELLED), False, (Action.ACK, 0)),
+        (RunEnd.NOT_RUNNABLE, state(RunStatus.COMPLETED), False, (Action.ACK, 0)),
+        (RunEnd.NOT_RUNNABLE, state(RunStatus.COMPLETED), True, (Action.RETRY, RETRY_SOON)),
+        # Handed over: a continuation drives it.
+        (RunEnd.SUSPENDED, state(RunStatus.SUSPENDED), False, (Action.CONTINUE, 0)),
+        # Someone else's lease: a live holder (it renews every third of a lease) keeps its own
+        # record and drives the run...
+        (RunEnd.BUSY, state(RUNNING, "w2", NOW + 50), False, (Action.ACK, 0)),
+        (RunEnd.FENCED, state(RUNNING, "w2", NOW + LEASE / 3), False, (Action.ACK, 0)),
+        # ... one that stopped renewing may be dead: come back when its lease runs out.
+        (RunEnd.BUSY, state(RUNNING, "w2", NOW + 12.2), False, (Action.RETRY, 14)),
+        (RunEnd.FENCED, state(RUNNING, "w2", NOW - 3), False, (Action.RETRY, RETRY_SOON)),
+        # Released by the newer epoch (it sent the continuation), or ended meanwhile.
+        (RunEnd.FENCED, state(RunStatus.SUSPENDED), False, (Action.ACK, 0)),
+        (RunEnd.FENCED, state(RunStatus.COMPLETED), False, (Action.ACK, 0)),
+        # Nothing shows who drives it: keep the record, the next claim decides.
+        (RunEnd.FENCED, None, False, (Action.RETRY, RETRY_SOON)),
+    ],
+)
+def test_a_record_is_kept_unless_the_run_ended_is_handed_over_or_has_a_live_holder(
+    end: RunEnd, run: RunState | None, left: bool, expected: tuple[Action, int]
+) -> None:
+    assert decide(end, run, left=left) == expected
+
+
+def test_a_kept_record_never_waits_past_the_cap() -> None:
+    # A very long lease that stopped renewing: its holder may be dead, but the record comes
+    # back within the cap, and the claim then decides.
+    stalled = state(RUNNING, "w2", NOW + 2 * MAX_DELAY)
+    result = RunResult("r1", RunEnd.BUSY, stalled)
+    kept = disposition(result, now=NOW, lease_seconds=10 * MAX_DELAY)
+    assert (kept.action, kept.delay) == (Action.RETRY, MAX_DELAY)
+
+
+def test_every_run_end_has_a_metric() -> None:
     assert set(RUN_END_METRICS) == set(RunEnd)
 
 
@@ -152,16 +209,3 @@ def test_library_logs_take_the_handler_format_only_inside_lambda() -> None:
     finally:
         library.handlers, library.propagate = saved[0], saved[1]
         library.setLevel(saved[2])
-
-
-def test_a_busy_record_returns_after_the_holder_s_lease_and_backs_off_per_receive() -> None:
-    # First receive: the holder's remaining lease decides, when it is the longer wait.
-    assert busy_delay(58.2, 1, base=30) == 60
-    assert busy_delay(2.0, 1, base=30) == 30
-    assert busy_delay(None, 1, base=30) == 30
-    # A live holder keeps renewing: each further receive waits twice as long...
-    assert [busy_delay(2.0, n, base=30) for n in (2, 3, 4)] == [60, 120, 240]
-    # ... up to a cap well below the queue's visibility timeout.
-    assert busy_delay(2.0, 12, base=30) == BUSY_MAX_DELAY
-    assert busy_delay(10_000.0, 1, base=30) == BUSY_MAX_DELAY
-    assert busy_delay(0.2, 1, base=0.5) == 2

@@ -14,7 +14,8 @@ import pytest
 
 from awaken_s3.demo.model import ANSWER, ContinuingModel
 from awaken_s3.runtime.tools import Tool, ToolRegistry
-from awaken_s3.service.wiring import Services
+from awaken_s3.service.queue import RunMessage, send_run_message
+from awaken_s3.service.wiring import Services, shared_session
 from awaken_s3.streaming.events import StreamEvent
 from awaken_s3.streaming.provider import ModelRequest, Provider, ProviderCapabilities
 from awaken_s3.streaming.scripted import (
@@ -165,7 +166,7 @@ def test_near_the_deadline_the_worker_suspends_and_a_continuation_completes_the_
     assert metrics["RunsCompleted"] == 1
 
 
-def test_a_run_leased_by_a_live_worker_fails_the_record_for_redelivery(aws: Aws) -> None:
+def test_a_record_for_a_run_a_live_worker_holds_is_acknowledged(aws: Aws) -> None:
     thread_id = start_run()
 
     async def hold(services: Services) -> RunState:
@@ -173,8 +174,10 @@ def test_a_run_leased_by_a_live_worker_fails_the_record_for_redelivery(aws: Aws)
 
     held = aws.run(hold)
     handler = make_handler(provider_factory=fast_model)
-    response, [message] = deliver(aws, handler)
-    assert response == {"batchItemFailures": [{"itemIdentifier": message["MessageId"]}]}
+    response, _ = deliver(aws, handler)
+    # The live holder drives the run (its own record comes back if it dies): a duplicate
+    # record is not kept bouncing towards the dead-letter queue.
+    assert response == {"batchItemFailures": []}
 
     async def current(services: Services) -> RunState:
         return await services.threads.get_run("run-1")
@@ -183,21 +186,25 @@ def test_a_run_leased_by_a_live_worker_fails_the_record_for_redelivery(aws: Aws)
     assert aws.run(current).lease == held.lease
     assert assistant_texts(thread_id) == []
 
-    # The holder lets go; the redelivered message (visible again) completes the run.
-    async def release(services: Services) -> RunState:
-        return await services.threads.release_lease("run-1", worker="other", epoch=held.lease.epoch)
+    # The holder hands over as a worker does: release, then a continuation message.
+    async def hand_over(services: Services) -> None:
+        await services.threads.release_lease("run-1", worker="other", epoch=held.lease.epoch)
+        await send_run_message(
+            services.sqs,
+            services.queue_url,
+            RunMessage(run_id="run-1", reason="continue"),
+            epoch=held.lease.epoch,
+        )
 
-    aws.run(release)
+    aws.run(hand_over)
     response, _ = deliver(aws, handler)
     assert response == {"batchItemFailures": []}
     assert assistant_texts(thread_id) == [ANSWER]
 
 
-@pytest.mark.slow
-def test_a_busy_record_comes_back_when_the_dead_holder_s_lease_runs_out(
-    aws: Aws, monkeypatch: pytest.MonkeyPatch
+def test_a_record_for_a_run_whose_holder_stopped_renewing_is_kept_until_its_lease_ends(
+    aws: Aws,
 ) -> None:
-    monkeypatch.setenv("AWAKEN_BUSY_BASE_DELAY_SECONDS", "1")
     thread_id = start_run()
 
     async def hold(services: Services) -> RunState:
@@ -210,20 +217,57 @@ def test_a_busy_record_comes_back_when_the_dead_holder_s_lease_runs_out(
     event = sqs_event(record_from_message(message, aws))
     response = handler(event, FakeContext().lambda_context)
     assert response == {"batchItemFailures": [{"itemIdentifier": message["MessageId"]}]}
-    # Not before the holder's lease ran out (and the first back-off step)...
+    # Not at once (the holder's lease has not run out yet)...
     assert aws.receive() == []
     # ... but long before the 30 s the message was received with.
-    deadline = time.monotonic() + 10
-    redelivered: list[dict[str, Any]] = []
-    while not redelivered and time.monotonic() < deadline:
-        time.sleep(0.5)
-        redelivered = aws.receive()
-    assert [m["MessageId"] for m in redelivered] == [message["MessageId"]]
-    assert int(redelivered[0]["Attributes"]["ApproximateReceiveCount"]) == 2
-    event = sqs_event(record_from_message(redelivered[0], aws))
+    redelivered = wait_for_message(aws, within=20.0)
+    assert redelivered["MessageId"] == message["MessageId"]
+    assert int(redelivered["Attributes"]["ApproximateReceiveCount"]) == 2
+    event = sqs_event(record_from_message(redelivered, aws))
     assert handler(event, FakeContext().lambda_context) == {"batchItemFailures": []}
-    aws.delete(redelivered[0])
+    aws.delete(redelivered)
     assert assistant_texts(thread_id) == [ANSWER]
+
+
+def wait_for_message(aws: Aws, *, within: float) -> dict[str, Any]:
+    """The next message the queue shows; ``within`` only bounds a hung test."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        messages = aws.receive()
+        if messages:
+            assert len(messages) == 1, messages
+            return messages[0]
+        time.sleep(0.25)
+    raise AssertionError(f"no message came back within {within}s")
+
+
+def test_the_worker_keeps_its_record_hidden_in_step_with_the_lease(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker that dies without answering must let its record come back a little after its
+    # lease, not after the queue's visibility timeout: it sets the record's visibility to the
+    # lease plus a margin at the claim and again with every renewal.
+    monkeypatch.setenv("AWAKEN_LEASE_SECONDS", "3")
+    monkeypatch.setenv("AWAKEN_VISIBILITY_MARGIN_SECONDS", "1.5")
+    thread_id = start_run()
+    seen: list[tuple[str, int]] = []
+
+    def record(**kwargs: Any) -> None:
+        params = kwargs["params"]
+        seen.append((params["ReceiptHandle"], params["VisibilityTimeout"]))
+
+    botocore_session = shared_session()._session
+    botocore_session.register("before-parameter-build.sqs.ChangeMessageVisibility", record)
+    try:
+        slow = ContinuingModel(chunk=20, delay=0.15)  # long enough for a renewal or two
+        response, [message] = deliver(aws, make_handler(provider_factory=lambda: slow))
+    finally:
+        botocore_session.unregister("before-parameter-build.sqs.ChangeMessageVisibility", record)
+    assert response == {"batchItemFailures": []}
+    assert assistant_texts(thread_id) == [ANSWER]
+    # One at the claim, one per renewal: always this record, always lease + margin (rounded up).
+    assert len(seen) >= 2
+    assert set(seen) == {(message["ReceiptHandle"], 5)}
 
 
 def test_malformed_messages_are_acknowledged_and_counted(

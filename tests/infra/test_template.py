@@ -26,6 +26,9 @@ CONTRACT_ENV = {
     "AWAKEN_API_KEY_SECRET",
     "AWAKEN_DEADLINE_MARGIN_SECONDS",
     "AWAKEN_LEASE_SECONDS",
+    "AWAKEN_VISIBILITY_MARGIN_SECONDS",
+    "AWAKEN_MAX_IDLE_SUSPENSIONS",
+    "AWAKEN_SWEEP_GRACE_SECONDS",
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
     "POWERTOOLS_LOG_LEVEL",
@@ -174,6 +177,8 @@ def test_table_keys_billing_pitr_encryption_and_retention(
     assert {(a["AttributeName"], a["AttributeType"]) for a in table["AttributeDefinitions"]} == {
         ("pk", "S"),
         ("sk", "S"),
+        ("sweep_shard", "S"),
+        ("sweep_at", "N"),
     }
     assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
     assert table["SSESpecification"]["SSEEnabled"] is True
@@ -200,17 +205,68 @@ def test_run_queue_is_fifo_with_explicit_dedup_encryption_and_a_fifo_dlq(
     assert int(dlq["MessageRetentionPeriod"]) > int(queue["MessageRetentionPeriod"])
 
 
+def test_the_sweep_index_is_the_one_the_code_queries(deployed: Deployed) -> None:
+    from awaken_s3.threads.expressions import sweep_index_definition
+
+    table = deployed()["ThreadTable"]["Properties"]
+    assert table["GlobalSecondaryIndexes"] == [sweep_index_definition()]
+
+
 @pytest.mark.parametrize("timeout", ["120", "300", "600", "900"])
-def test_visibility_timeout_is_six_times_the_worker_timeout(
+def test_a_record_the_worker_never_reached_comes_back_soon_after_the_worker_timeout(
     template: dict[str, Any], deployed: Deployed, timeout: str
 ) -> None:
+    # Lambda refuses an SQS trigger whose queue hides records for less than the function's
+    # timeout; anything much longer only delays a record whose worker died before its claim
+    # (after the claim the worker keeps the record's visibility in step with its lease).
     assert int(timeout) in template["Parameters"]["WorkerTimeout"]["AllowedValues"]
     resources = deployed(WorkerTimeout=timeout)
     worker = resources["WorkerFunction"]["Properties"]
     visibility = int(resources["RunQueue"]["Properties"]["VisibilityTimeout"])
     assert int(worker["Timeout"]) == int(timeout) <= 900
-    assert visibility >= 6 * int(timeout)
-    assert visibility <= 43200  # the SQS maximum
+    assert int(timeout) <= visibility <= int(timeout) + 60
+
+
+def test_a_dead_worker_s_record_returns_about_one_lease_period_later(deployed: Deployed) -> None:
+    env = deployed()["WorkerFunction"]["Properties"]["Environment"]["Variables"]
+    lease = float(env["AWAKEN_LEASE_SECONDS"])
+    margin = float(env["AWAKEN_VISIBILITY_MARGIN_SECONDS"])
+    grace = float(env["AWAKEN_SWEEP_GRACE_SECONDS"])
+    assert 0 < margin <= lease / 2
+    # The sweeper waits past the record's own return before it re-sends a crashed run.
+    assert grace > margin
+
+
+def test_the_sweeper_runs_alone_every_minute_with_only_what_it_needs(deployed: Deployed) -> None:
+    resources = deployed()
+    sweeper = resources["SweeperFunction"]["Properties"]
+    assert sweeper["Handler"] == "handlers.sweeper.lambda_handler"
+    assert sweeper["Role"] == "<SweeperRole.Arn>"
+    assert int(sweeper["ReservedConcurrentExecutions"]) == 1
+    (event,) = sweeper["Events"].values()
+    assert (event["Type"], event["Properties"]["Schedule"]) == ("Schedule", "rate(1 minute)")
+    grants = _granted(resources, "SweeperRole")
+    assert grants == {
+        "dynamodb:Query": {"<ThreadTable.Arn>/index/sweep"},
+        "dynamodb:GetItem": {"<ThreadTable.Arn>"},
+        "dynamodb:UpdateItem": {"<ThreadTable.Arn>"},
+        "sqs:SendMessage": {"<RunQueue.Arn>"},
+        "logs:CreateLogStream": {"<SweeperLogGroup.Arn>"},
+        "logs:PutLogEvents": {"<SweeperLogGroup.Arn>"},
+    }
+
+
+def test_runs_the_sweeper_keeps_rescuing_or_abandons_raise_alarms(deployed: Deployed) -> None:
+    resources = deployed(AlarmTopicArn="arn:aws:sns:us-east-1:123456789012:ops")
+    for name, metric in (
+        ("RescuedRepeatedlyAlarm", "RunsRescuedRepeatedly"),
+        ("AbandonedRunsAlarm", "RunsAbandoned"),
+    ):
+        alarm = resources[name]["Properties"]
+        assert (alarm["Namespace"], alarm["MetricName"]) == ("AwakenS3", metric)
+        # Powertools adds the service dimension to every metric it emits.
+        assert alarm["Dimensions"] == [{"Name": "service", "Value": "awaken-s3"}]
+        assert alarm["AlarmActions"] == ["arn:aws:sns:us-east-1:123456789012:ops"]
 
 
 def test_every_allowed_worker_timeout_has_a_visibility_timeout(template: dict[str, Any]) -> None:
@@ -267,7 +323,7 @@ def test_build_ships_the_package_through_the_makefile(template: dict[str, Any]) 
 
     code_uri = template["Globals"]["Function"]["CodeUri"]
     makefile = (TEMPLATE_PATH.parent / code_uri / "Makefile").read_text(encoding="utf-8")
-    for name in ("WorkerFunction", "ApiFunction"):
+    for name in ("WorkerFunction", "ApiFunction", "SweeperFunction"):
         metadata = template["Resources"][name]["Metadata"]
         assert metadata == {"BuildMethod": "makefile", "WorkingDirectory": "."}
         assert f"build-{name}" in makefile
@@ -341,7 +397,7 @@ def test_api_stage_is_throttled_and_access_logs_hold_no_headers(deployed: Deploy
 def test_no_wildcard_actions_or_resources(deployed: Deployed, variant: dict[str, str]) -> None:
     resources = deployed(**variant)
     roles = resources_of_type(resources, "AWS::IAM::Role")
-    assert set(roles) == {"WorkerRole", "ApiRole"}
+    assert set(roles) == {"WorkerRole", "ApiRole", "SweeperRole"}
     for name, role in roles.items():
         assert "ManagedPolicyArns" not in role["Properties"]
         for statement in role_statements(role):
@@ -475,8 +531,7 @@ def test_outputs_name_what_a_caller_needs(template: dict[str, Any]) -> None:
 def test_dead_letters_raise_an_alarm(deployed: Deployed) -> None:
     topic = "arn:aws:sns:us-east-1:123456789012:ops"
     for parameters, actions in (({}, None), ({"AlarmTopicArn": topic}, [topic])):
-        (alarm,) = resources_of_type(deployed(**parameters), "AWS::CloudWatch::Alarm").values()
-        props = alarm["Properties"]
+        props = deployed(**parameters)["DeadLetterAlarm"]["Properties"]
         assert props["Dimensions"] == [
             {"Name": "QueueName", "Value": "<RunDeadLetterQueue.QueueName>"}
         ]

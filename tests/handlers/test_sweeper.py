@@ -1,0 +1,120 @@
+"""The sweeper: the pure verdict per run, the sweep over every run-store backend, and the
+scheduled handler re-sending a run whose start message was never sent, end to end on moto."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from awaken_s3.messages import Message
+from awaken_s3.service.queue import RunMessage
+from awaken_s3.service.sweeper import ABANDONED, Abandon, Rescue, Skip, judge
+from awaken_s3.service.wiring import Services
+from awaken_s3.threads import (
+    Lease,
+    RunSettings,
+    RunState,
+    RunStatus,
+    ThreadStore,
+)
+from handlers import sweeper as sweeper_handler
+from handlers.worker import make_handler
+from tests.handlers.conftest import Aws, FakeContext, emf_metrics, record_from_message, sqs_event
+
+NOW = 1_000_000.0
+GRACE = 120.0
+SCHEDULED = json.loads((Path(__file__).parent / "events" / "scheduled_event.json").read_text())
+
+
+def run_state(**changes: Any) -> RunState:
+    base = RunState(
+        "r1",
+        "t1",
+        "alice",
+        RunSettings(model="m"),
+        status=RunStatus.QUEUED,
+        message_count=1,
+        sweep_at=NOW - 1,
+    )
+    return base.with_(**changes)
+
+
+@pytest.mark.parametrize(
+    ("run", "verdict"),
+    [
+        (run_state(), Rescue(1)),
+        # The same stall again (no message committed since the last rescue): counted up...
+        (run_state(rescues=2, rescue_mark=1), Rescue(3)),
+        # ... until the budget is spent: the run ends instead of looping.
+        (run_state(rescues=5, rescue_mark=1), "abandon"),
+        # Progress since the last rescue starts the count afresh.
+        (run_state(rescues=5, rescue_mark=0), Rescue(1)),
+        (run_state(status=RunStatus.SUSPENDED), Rescue(1)),
+        (run_state(status=RunStatus.RUNNING, lease=Lease("w", 3, NOW - 5)), Rescue(1)),
+        # Not the sweeper's: ended, not due (the index lags the table), or a live lease.
+        (run_state(status=RunStatus.COMPLETED, sweep_at=None), Skip("ended")),
+        (run_state(sweep_at=NOW + 1), Skip("not due")),
+        (
+            run_state(status=RunStatus.RUNNING, lease=Lease("w", 3, NOW + 5)),
+            Skip("held by a live lease"),
+        ),
+    ],
+)
+def test_the_sweeper_s_verdict(run: RunState, verdict: object) -> None:
+    got = judge(run, now=NOW, max_rescues=5)
+    if verdict == "abandon":
+        assert isinstance(got, Abandon)
+        assert (got.error.code, got.error.retryable) == (ABANDONED, False)
+    else:
+        assert got == verdict
+
+
+async def lost_start(store: ThreadStore) -> None:
+    """A run the API created but whose start message was never sent."""
+    await store.create_thread("t1", owner="alice")
+    await store.create_run(
+        "r1",
+        thread_id="t1",
+        owner="alice",
+        settings=RunSettings(model="m"),
+        messages=[Message.user("hi")],
+    )
+
+
+@pytest.mark.slow
+def test_a_run_whose_start_message_was_lost_is_rescued_and_completes(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AWAKEN_SWEEP_GRACE_SECONDS", "0.01")
+
+    async def create(services: Services) -> None:
+        # As the API does, but the send that follows never happens (the API crashed).
+        await lost_start(services.threads)
+
+    aws.run(create)
+    assert aws.receive() == []
+    summary = sweeper_handler.lambda_handler(SCHEDULED, FakeContext().lambda_context)
+    assert (summary["rescued"], summary["abandoned"]) == (1, 0)
+    assert emf_metrics(capsys.readouterr().out)["RunsRescued"] == 1
+
+    [message] = aws.receive()
+    assert RunMessage.model_validate_json(message["Body"]) == RunMessage(
+        run_id="r1", reason="rescue"
+    )
+    from tests.handlers.test_worker import fast_model
+
+    handler = make_handler(provider_factory=fast_model)
+    response = handler(sqs_event(record_from_message(message, aws)), FakeContext().lambda_context)
+    assert response == {"batchItemFailures": []}
+    aws.delete(message)
+
+    async def finished(services: Services) -> RunState:
+        return await services.threads.get_run("r1")
+
+    assert aws.run(finished).status == RunStatus.COMPLETED
+    # Nothing left for the next sweep.
+    summary = sweeper_handler.lambda_handler(SCHEDULED, FakeContext().lambda_context)
+    assert summary["examined"] == 0
