@@ -36,7 +36,9 @@ class InMemoryStreamCheckpointStore:
         if entry is None:
             return None
         body, version = entry
-        checkpoint = decode_checkpoint(body, run_id=run_id, max_bytes=self._max_bytes)
+        checkpoint = decode_checkpoint(
+            body, run_id=run_id, max_bytes=self._max_bytes, version=version
+        )
         return StoredCheckpoint(checkpoint=checkpoint, version=version)
 
     async def put(self, checkpoint: StreamCheckpoint, *, expected_version: str | None) -> str:

@@ -109,6 +109,7 @@ class S3StreamCheckpointStore:
                         f"stored checkpoint for run {run_id} is {length} bytes, "
                         f"over the {self.max_bytes} limit",
                         run_id=run_id,
+                        version=version,
                     )
                 body = await stream.read()
         except ClientError as exc:
@@ -117,7 +118,9 @@ class S3StreamCheckpointStore:
             raise self._failure("get", run_id, exc) from exc
         except _TRANSPORT_ERRORS as exc:
             raise self._failure("get", run_id, exc) from exc
-        checkpoint = decode_checkpoint(body, run_id=run_id, max_bytes=self.max_bytes)
+        checkpoint = decode_checkpoint(
+            body, run_id=run_id, max_bytes=self.max_bytes, version=version
+        )
         return StoredCheckpoint(checkpoint=checkpoint, version=version)
 
     async def put(self, checkpoint: StreamCheckpoint, *, expected_version: str | None) -> str:
