@@ -229,6 +229,8 @@ def run_item(run: RunState) -> Item:
         item["stop_reason"] = s_attr(run.stop_reason)
     if run.error is not None:
         item["error"] = error_attr(run.error)
+    if run.request_digest is not None:
+        item["request_digest"] = s_attr(run.request_digest)
     return item
 
 
@@ -269,6 +271,7 @@ def decode_run(item: Mapping[str, Any]) -> RunState:
         ),
         created_at=_get_n(item, "created_at"),
         updated_at=_get_n(item, "updated_at"),
+        request_digest=_get_s(item, "request_digest"),
     )
 
 

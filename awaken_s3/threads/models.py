@@ -84,6 +84,9 @@ class RunState:
     lease: Lease = field(default_factory=Lease)
     created_at: float = 0.0
     updated_at: float = 0.0
+    #: digest of the request that created the run (its messages and settings): a retried
+    #: create with another message is told apart (None on runs stored before it existed)
+    request_digest: str | None = None
 
     def with_(self, **changes: Any) -> RunState:
         return replace(self, **changes)
