@@ -1,4 +1,4 @@
-"""The public names of DESIGN.md section 5 are importable from the package root."""
+"""The library's public names are importable from the package root."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ caller, and which events are not HTTP API requests at all. No AWS."""
 from __future__ import annotations
 
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -140,3 +141,9 @@ def test_subject_reads_the_jwt_sub_claim_or_nothing(
     claims_path: dict[str, Any], sub: str | None
 ) -> None:
     assert subject({"requestContext": claims_path}) == sub
+
+
+def test_the_handlers_doc_lists_every_public_error_text() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "HANDLERS.md").read_text()
+    for code, text in PUBLIC_MESSAGES.items():
+        assert f"| `{code}` | {text} |" in doc, code
