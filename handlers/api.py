@@ -156,8 +156,8 @@ def event_problem(event: Any) -> tuple[HTTPStatus, str, str] | None:
         not isinstance(http, Mapping)
         or not isinstance(http.get("method"), str)
         or not isinstance(event.get("rawPath"), str)
-        or not isinstance(event.get("headers", {}), Mapping)
-        or not isinstance(event.get("body", ""), str | None)
+        or not isinstance(event.get("headers") or {}, Mapping)
+        or not isinstance(event.get("body"), str | None)
     ):
         return HTTPStatus.BAD_REQUEST, "invalid_event", "not an HTTP API request"
     return None
