@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from awaken_s3.errors import (
     CheckpointCorrupt,
     CheckpointFenced,
+    CheckpointSchemaUnsupported,
     CheckpointTooLarge,
     StoreLocked,
     StreamCheckpointError,
@@ -110,6 +111,7 @@ __all__ = [
     "CheckpointCorrupt",
     "CheckpointFenced",
     "CheckpointPolicy",
+    "CheckpointSchemaUnsupported",
     "CheckpointStats",
     "CheckpointTooLarge",
     "ClassifiedError",

@@ -16,7 +16,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from awaken_s3.errors import CheckpointCorrupt, StreamCheckpointError
+from awaken_s3.errors import (
+    CheckpointCorrupt,
+    CheckpointSchemaUnsupported,
+    StreamCheckpointError,
+)
 from awaken_s3.ids import InvalidIdError, validate_run_id
 from awaken_s3.models import StoredCheckpoint
 from awaken_s3.settings import SettingsError, StorageSettings
@@ -86,6 +90,9 @@ async def _show(stores: Services, run_id: str, as_json: bool) -> int:
     except CheckpointCorrupt as exc:
         print(f"corrupt checkpoint: {exc}", file=sys.stderr)
         return 1
+    except CheckpointSchemaUnsupported as exc:
+        print(f"written by a newer awaken-s3: {exc}", file=sys.stderr)
+        return 1
     if stored is None:
         print(f"no checkpoint for run {run_id}", file=sys.stderr)
         return 1
@@ -117,7 +124,10 @@ async def _list(stores: Services) -> int:
             if verdict.run
             else "no run"
         )
-        judged = f"stale: {verdict.stale}" if verdict.stale else "live"
+        if verdict.newer_schema is not None:
+            judged = f"newer schema_version {verdict.newer_schema}: left alone"
+        else:
+            judged = f"stale: {verdict.stale}" if verdict.stale else "live"
         print(f"{verdict.run_id}  turn {turn}  {run}  {judged}")
     print(f"{count} checkpoint(s)", file=sys.stderr)
     return 0
@@ -136,7 +146,12 @@ async def _clean(stores: Services, older_than: float | None, dry_run: bool) -> i
     )
     for item in results:
         print(f"{item.verdict.run_id}  {item.action}  ({item.verdict.stale})")
-    print(f"{sum(r.action == 'deleted' for r in results)} deleted", file=sys.stderr)
+    deleted = sum(r.action == "deleted" for r in results)
+    newer = sum(r.verdict.newer_schema is not None for r in results)
+    summary = f"{deleted} deleted"
+    if newer:
+        summary += f", {newer} left alone (written by a newer build)"
+    print(summary, file=sys.stderr)
     return 0
 
 

@@ -29,8 +29,9 @@ class CheckpointFenced(StreamCheckpointError):
 class CheckpointCorrupt(StreamCheckpointError):
     """The stored object cannot be decoded into a checkpoint for this run.
 
-    ``version`` is the stored object's version token when the store read one, so that a
-    caller deletes or replaces exactly the object it judged, conditionally.
+    ``version`` is the version token (S3 ETag) of the object that was judged, when the store
+    knows it: whoever deletes the object deletes it at that version, so a checkpoint a live
+    writer put there meanwhile is kept.
     """
 
     def __init__(
@@ -38,6 +39,26 @@ class CheckpointCorrupt(StreamCheckpointError):
     ) -> None:
         super().__init__(message, run_id=run_id)
         self.version = version
+
+
+class CheckpointSchemaUnsupported(StreamCheckpointError):
+    """The stored checkpoint was written by a newer build (a higher ``schema_version``).
+
+    Not corrupt: a newer worker may still resume from it, so it is left in place, never
+    deleted as garbage. ``version`` is the object's version token when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        version: str | None = None,
+        schema_version: int,
+    ) -> None:
+        super().__init__(message, run_id=run_id)
+        self.version = version
+        self.schema_version = schema_version
 
 
 class CheckpointTooLarge(StreamCheckpointError, ValueError):

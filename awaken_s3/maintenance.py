@@ -4,21 +4,27 @@ The verdict is a pure function of a checkpoint and its run's committed state;
 the survey and the clean-up are thin loops around it. A checkpoint is a hint,
 so deleting a stale one never loses committed work, and every delete is
 conditional on the version that was judged: a checkpoint a live worker
-rewrote in the meantime is kept.
+rewrote in the meantime is kept. A corrupt object whose version the store could not tell
+is kept too (a blind delete could remove a live writer's fresh checkpoint), and so is a
+checkpoint written by a newer build (a higher ``schema_version``): a newer worker may still
+resume from it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from awaken_s3.errors import CheckpointCorrupt, CheckpointFenced
+from awaken_s3.errors import CheckpointCorrupt, CheckpointFenced, CheckpointSchemaUnsupported
 from awaken_s3.models import StreamCheckpoint
 from awaken_s3.stores.base import ListableCheckpointStore, StreamCheckpointStore
 from awaken_s3.threads.base import ThreadStore
 from awaken_s3.threads.errors import RunNotFound
 from awaken_s3.threads.models import RunState
+
+log = logging.getLogger("awaken_s3.maintenance")
 
 
 def stale_reason(
@@ -55,6 +61,8 @@ class Verdict:
     run: RunState | None
     #: None: keep it
     stale: str | None
+    #: the object's schema_version when a newer build wrote it (then it is always kept)
+    newer_schema: int | None = None
 
 
 async def survey(
@@ -68,10 +76,13 @@ async def survey(
     async for run_id in checkpoints.list_run_ids():
         checkpoint: StreamCheckpoint | None = None
         version: str | None = None
+        newer: int | None = None
         try:
             stored = await checkpoints.get(run_id)
-        except CheckpointCorrupt:
-            stored = None
+        except CheckpointCorrupt as exc:
+            version = exc.version
+        except CheckpointSchemaUnsupported as exc:
+            version, newer = exc.version, exc.schema_version
         else:
             if stored is None:  # deleted since it was listed
                 continue
@@ -80,13 +91,11 @@ async def survey(
             run: RunState | None = await threads.get_run(run_id)
         except RunNotFound:
             run = None
-        yield Verdict(
-            run_id,
-            version,
-            checkpoint,
-            run,
-            stale_reason(checkpoint, run, now=now, max_age=max_age),
+        # This build cannot judge what a newer one wrote: it is never called stale.
+        stale = (
+            None if newer is not None else stale_reason(checkpoint, run, now=now, max_age=max_age)
         )
+        yield Verdict(run_id, version, checkpoint, run, stale, newer_schema=newer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +103,14 @@ class Cleaned:
     verdict: Verdict
     #: "deleted", "would delete" (dry run) or "kept: <why>"
     action: str
+
+
+KEPT_REWRITTEN = "kept: rewritten since it was judged"
+KEPT_UNKNOWN_VERSION = "kept: its version is unknown, and deletes are never unconditional"
+
+
+def kept_newer(schema_version: int) -> str:
+    return f"kept: written by a newer build (schema_version {schema_version})"
 
 
 async def clean(
@@ -112,19 +129,32 @@ async def clean(
 async def delete_stale(
     checkpoints: StreamCheckpointStore, verdicts: Iterable[Verdict], *, dry_run: bool = False
 ) -> list[Cleaned]:
-    """Delete the stale checkpoints among ``verdicts``, each at the version judged."""
+    """Delete the stale checkpoints among ``verdicts``, each at the version judged.
+
+    Checkpoints of a newer schema are reported as kept (and logged); live ones are skipped.
+    """
     done: list[Cleaned] = []
     for verdict in verdicts:
+        if verdict.newer_schema is not None:
+            log.warning(
+                "checkpoint of run %s has schema_version %d, newer than this build reads: kept",
+                verdict.run_id,
+                verdict.newer_schema,
+            )
+            done.append(Cleaned(verdict, kept_newer(verdict.newer_schema)))
+            continue
         if verdict.stale is None:
+            continue
+        if verdict.version is None:
+            done.append(Cleaned(verdict, KEPT_UNKNOWN_VERSION))
             continue
         if dry_run:
             done.append(Cleaned(verdict, "would delete"))
             continue
         try:
-            # A corrupt object has no version worth keeping: nobody can resume from it.
             await checkpoints.delete(verdict.run_id, expected_version=verdict.version)
         except CheckpointFenced:
-            done.append(Cleaned(verdict, "kept: rewritten since it was judged"))
+            done.append(Cleaned(verdict, KEPT_REWRITTEN))
             continue
         done.append(Cleaned(verdict, "deleted"))
     return done

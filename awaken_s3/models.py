@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from awaken_s3.errors import CheckpointCorrupt, CheckpointTooLarge
+from awaken_s3.errors import CheckpointCorrupt, CheckpointSchemaUnsupported, CheckpointTooLarge
 from awaken_s3.ids import InvalidIdError, RunId, ThreadId
 
 SCHEMA_VERSION: Final = 1
@@ -121,38 +121,47 @@ def decode_checkpoint(
 ) -> StreamCheckpoint:
     """Parse a stored body; anything that is not our checkpoint for ``run_id`` is corrupt.
 
-    ``version`` (the stored object's version token) rides on :class:`CheckpointCorrupt`, so
-    the caller can delete or replace exactly the object it judged.
+    ``version`` is the stored object's version token; it rides on the error raised, so the
+    caller can delete (or keep) exactly the object that was judged. A checkpoint of this run
+    written by a newer build raises :class:`CheckpointSchemaUnsupported`, not corruption.
     """
+
+    def corrupt(message: str) -> CheckpointCorrupt:
+        return CheckpointCorrupt(message, run_id=run_id, version=version)
+
     if len(body) > max_bytes:
-        raise CheckpointCorrupt(
-            f"stored checkpoint for run {run_id} is {len(body)} bytes, over the {max_bytes} limit",
-            run_id=run_id,
-            version=version,
+        raise corrupt(
+            f"stored checkpoint for run {run_id} is {len(body)} bytes, over the {max_bytes} limit"
         )
     try:
         payload = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointCorrupt(
-            f"stored checkpoint for run {run_id} is not UTF-8 JSON", run_id=run_id, version=version
-        ) from exc
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise corrupt(f"stored checkpoint for run {run_id} is not UTF-8 JSON") from exc
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointCorrupt(
-            f"object for run {run_id} is not an awaken-s3 stream checkpoint",
+        raise corrupt(f"object for run {run_id} is not an awaken-s3 stream checkpoint")
+    payload.pop("format")
+    newer = newer_schema_version(payload)
+    if newer is not None and payload.get("run_id") == run_id:
+        raise CheckpointSchemaUnsupported(
+            f"checkpoint for run {run_id} has schema_version {newer}; this build reads "
+            f"{SCHEMA_VERSION}",
             run_id=run_id,
             version=version,
+            schema_version=newer,
         )
-    payload.pop("format")
     try:
         checkpoint = StreamCheckpoint.model_validate(payload)
     except (ValidationError, InvalidIdError) as exc:
-        raise CheckpointCorrupt(
-            f"stored checkpoint for run {run_id} is invalid: {exc}", run_id=run_id, version=version
-        ) from exc
+        raise corrupt(f"stored checkpoint for run {run_id} is invalid: {exc}") from exc
     if checkpoint.run_id != run_id:
-        raise CheckpointCorrupt(
-            f"object under run {run_id} belongs to run {checkpoint.run_id}",
-            run_id=run_id,
-            version=version,
-        )
+        raise corrupt(f"object under run {run_id} belongs to run {checkpoint.run_id}")
     return checkpoint
+
+
+def newer_schema_version(payload: dict[str, Any]) -> int | None:
+    """The payload's ``schema_version`` when it is a later one than this build reads."""
+    value = payload.get("schema_version")
+    # bool is an int subclass; ``true`` is no schema version.
+    if isinstance(value, int) and not isinstance(value, bool) and value > SCHEMA_VERSION:
+        return value
+    return None

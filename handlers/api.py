@@ -1,9 +1,11 @@
 """The HTTP API (API Gateway HTTP API, payload 2.0, JWT authorizer) on Powertools' resolver.
 
 The caller is ``requestContext.authorizer.jwt.claims.sub``: a request without it is 401.
-One caller never sees another's threads or runs: a foreign id answers 404, like a missing one.
-Errors are JSON ``{"error": code, "message": text[, "details": [...]]}``, never a stack trace;
-message content is never logged (it can hold user data), only ids.
+Thread and run ids are namespaced per caller (``awaken_s3.service.scoping``): one caller can
+neither read nor even detect another's ids, on reads and on creates alike.
+Errors are JSON ``{"error": code, "message": text[, "details": [...]]}``, never a stack trace
+or a provider's own error text; message content is never logged (it can hold user data), only
+ids. A malformed event or body is a 4xx, never a 500.
 
 Each request runs one event loop (``asyncio.run``) that opens the AWS clients, does the
 request's store calls and closes the clients: aiobotocore clients are bound to their loop.
@@ -18,7 +20,7 @@ import json
 import os
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from http import HTTPStatus
 from typing import Any, TypeVar, cast
 
@@ -30,7 +32,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
-from awaken_s3.ids import InvalidIdError, validate_run_id, validate_thread_id
+from awaken_s3.ids import InvalidIdError
 from awaken_s3.messages import Message
 from awaken_s3.providers.config import ProviderSettings
 from awaken_s3.service.config import allowed_models
@@ -45,6 +47,12 @@ from awaken_s3.service.http_models import (
 )
 from awaken_s3.service.logs import route_library_logs
 from awaken_s3.service.queue import RunMessage, send_run_message
+from awaken_s3.service.scoping import (
+    public_id,
+    scoped_id,
+    validate_public_run_id,
+    validate_public_thread_id,
+)
 from awaken_s3.service.wiring import Services, open_services
 from awaken_s3.settings import StorageSettings
 from awaken_s3.threads.errors import (
@@ -60,7 +68,8 @@ from awaken_s3.threads.models import RunSettings, RunState, RunStatus, Thread
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "awaken-s3")
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "awaken-s3")
 route_library_logs(logger)
-app = APIGatewayHttpResolver()
+# Pinned: with debug on (POWERTOOLS_DEV), Powertools prints every event, bearer token included.
+app = APIGatewayHttpResolver(debug=False)
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -83,6 +92,10 @@ class ApiError(Exception):
 
 def _json(status: HTTPStatus | int, body: dict[str, Any]) -> Response[str]:
     return Response(status_code=int(status), content_type="application/json", body=json.dumps(body))
+
+
+def _error_body(code: str, message: str) -> dict[str, Any]:
+    return {"error": code, "message": message}
 
 
 def _not_found(kind: str, ident: str) -> ApiError:
@@ -118,15 +131,49 @@ app.exception_handler(Exception)(_unexpected)
 # -- request helpers
 
 
+def subject(event: Mapping[str, Any]) -> str | None:
+    """The JWT ``sub`` claim of an HTTP API event, or None; never raises on a malformed one."""
+    node: Any = event
+    for key in ("requestContext", "authorizer", "jwt", "claims", "sub"):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(key)
+    return node if isinstance(node, str) and node else None
+
+
+def event_problem(event: Any) -> tuple[HTTPStatus, str, str] | None:
+    """Why an invocation cannot be routed at all (status, code, message), or None (pure).
+
+    API Gateway always sends these fields; anything else reaching the function (a test
+    event, a direct invoke) is answered like a bad request, not with a KeyError's 500.
+    """
+    if not isinstance(event, Mapping):
+        return HTTPStatus.BAD_REQUEST, "invalid_event", "not an HTTP API request"
+    context = event.get("requestContext")
+    if not isinstance(context, Mapping):
+        # No request context means no authorizer ran: there is no caller to serve.
+        return HTTPStatus.UNAUTHORIZED, "unauthorized", "authentication required"
+    http = context.get("http")
+    if (
+        not isinstance(http, Mapping)
+        or not isinstance(http.get("method"), str)
+        or not isinstance(event.get("rawPath"), str)
+        or not isinstance(event.get("headers") or {}, Mapping)
+        or not isinstance(event.get("body"), str | None)
+    ):
+        return HTTPStatus.BAD_REQUEST, "invalid_event", "not an HTTP API request"
+    return None
+
+
 def caller() -> str:
-    claims = app.current_event.request_context.authorizer.jwt_claim
-    sub = claims.get("sub") if isinstance(claims, dict) else None
-    if not isinstance(sub, str) or not sub:
+    sub = subject(app.current_event.raw_event)
+    if sub is None:
         raise ApiError(HTTPStatus.UNAUTHORIZED, "unauthorized", "authentication required")
     return sub
 
 
 def path_id(value: str, validate: Callable[[str], str]) -> str:
+    """A caller's id from the path, validated (it is never a stored id)."""
     try:
         return validate(value)
     except InvalidIdError as exc:
@@ -164,7 +211,8 @@ def parse_body(model: type[M]) -> M:
         data = b"{}"
     try:
         payload = json.loads(data)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
+        # RecursionError: nesting deeper than the interpreter's stack (a few kB of "[").
         raise ApiError(HTTPStatus.BAD_REQUEST, "invalid_json", "the body is not JSON") from exc
     if not isinstance(payload, dict):
         raise ApiError(HTTPStatus.BAD_REQUEST, "invalid_json", "the body must be a JSON object")
@@ -189,13 +237,14 @@ def with_services(operation: Callable[[Services], Awaitable[T]]) -> T:
     return asyncio.run(run())
 
 
-async def owned_run(services: Services, run_id: str, owner: str) -> RunState:
+async def owned_run(services: Services, stored_id: str, public: str, owner: str) -> RunState:
     try:
-        run = await services.threads.get_run(run_id)
+        run = await services.threads.get_run(stored_id)
     except RunNotFound as exc:
-        raise _not_found("run", run_id) from exc
+        raise _not_found("run", public) from exc
+    # The namespace already keeps other callers out; the stored owner is checked anyway.
     if run.owner != owner:
-        raise _not_found("run", run_id)
+        raise _not_found("run", public)
     return run
 
 
@@ -226,7 +275,8 @@ def run_settings(request: CreateRunRequest) -> RunSettings:
 def create_thread() -> Response[str]:
     owner = caller()
     request = parse_body(CreateThreadRequest)
-    thread_id = request.thread_id or uuid.uuid4().hex
+    public = request.thread_id or uuid.uuid4().hex
+    thread_id = scoped_id(owner, public)
 
     async def create(services: Services) -> tuple[Thread, bool]:
         try:
@@ -235,13 +285,20 @@ def create_thread() -> Response[str]:
             )
             return thread, True
         except ThreadExists as exc:
+            # The id is in the caller's own namespace: this is the caller's thread.
             try:
-                # A retried create of the caller's own thread answers with that thread.
-                return await services.threads.get_thread(thread_id, owner=owner), False
+                existing = await services.threads.get_thread(thread_id, owner=owner)
             except ThreadNotFound:
+                existing = None
+            if existing is None or dict(existing.metadata) != request.metadata:
+                # Not a retry of the same request: answering it with the old thread would
+                # silently drop the new metadata.
                 raise ApiError(
-                    HTTPStatus.CONFLICT, "thread_exists", f"thread id {thread_id} is taken"
+                    HTTPStatus.CONFLICT,
+                    "thread_exists",
+                    f"thread {public} exists with other metadata",
                 ) from exc
+            return existing, False
 
     thread, created = with_services(create)
     if created:
@@ -253,14 +310,15 @@ def create_thread() -> Response[str]:
 @app.get("/threads/<thread_id>")
 def get_thread(thread_id: str) -> Response[str]:
     owner = caller()
-    thread_id = path_id(thread_id, validate_thread_id)
+    public = path_id(thread_id, validate_public_thread_id)
+    stored_id = scoped_id(owner, public)
 
     async def load(services: Services) -> tuple[Thread, list[Message]]:
         try:
-            thread = await services.threads.get_thread(thread_id, owner=owner)
+            thread = await services.threads.get_thread(stored_id, owner=owner)
         except ThreadNotFound as exc:
-            raise _not_found("thread", thread_id) from exc
-        return thread, await services.threads.load_messages(thread_id)
+            raise _not_found("thread", public) from exc
+        return thread, await services.threads.load_messages(stored_id)
 
     thread, messages = with_services(load)
     body = thread_view(thread)
@@ -271,41 +329,46 @@ def get_thread(thread_id: str) -> Response[str]:
 @app.post("/threads/<thread_id>/runs")
 def create_run(thread_id: str) -> Response[str]:
     owner = caller()
-    thread_id = path_id(thread_id, validate_thread_id)
+    public_thread = path_id(thread_id, validate_public_thread_id)
+    stored_thread = scoped_id(owner, public_thread)
     request = parse_body(CreateRunRequest)
     settings = run_settings(request)
-    run_id = request.run_id or uuid.uuid4().hex
+    public_run = request.run_id or uuid.uuid4().hex
+    run_id = scoped_id(owner, public_run)
 
     async def start(services: Services) -> RunState:
         try:
             run = await services.threads.create_run(
                 run_id,
-                thread_id=thread_id,
+                thread_id=stored_thread,
                 owner=owner,
                 settings=settings,
                 messages=[Message.user(request.message)],
             )
         except ThreadNotFound as exc:
-            raise _not_found("thread", thread_id) from exc
+            raise _not_found("thread", public_thread) from exc
         except RunExists as exc:
             raise ApiError(
-                HTTPStatus.CONFLICT, "run_exists", f"run {run_id} exists with other settings"
+                HTTPStatus.CONFLICT,
+                "run_exists",
+                f"run {public_run} exists with another message or settings",
             ) from exc
         except RunActive as exc:
             # One live run per thread: a second would race the first for the thread's next
             # message positions and one of them would fail later with thread_moved_on.
+            # The thread is the caller's, so its active run is too: name it as the caller does.
             raise ApiError(
                 HTTPStatus.CONFLICT,
                 "run_active",
-                f"thread {thread_id} has an active run; wait for it to end or cancel it",
-                [{"run_id": exc.run_id}],
+                f"thread {public_thread} has an active run; wait for it to end or cancel it",
+                [{"run_id": public_id(owner, exc.run_id)}],
             ) from exc
         except ThreadMovedOn as exc:
             raise ApiError(
-                HTTPStatus.CONFLICT, "thread_changed", f"thread {thread_id} changed; retry"
+                HTTPStatus.CONFLICT, "thread_changed", f"thread {public_thread} changed; retry"
             ) from exc
         if run.owner != owner:
-            raise ApiError(HTTPStatus.CONFLICT, "run_exists", f"run id {run_id} is taken")
+            raise ApiError(HTTPStatus.CONFLICT, "run_exists", f"run id {public_run} is taken")
         if run.status == RunStatus.QUEUED:
             # Also on a retry: the first attempt may have failed between create and send.
             # The deduplication id makes a repeated send within 5 minutes a no-op on FIFO.
@@ -316,38 +379,56 @@ def create_run(thread_id: str) -> Response[str]:
 
     run = with_services(start)
     metrics.add_metric(name="RunsCreated", unit=MetricUnit.Count, value=1)
-    logger.info("run queued", extra={"thread_id": thread_id, "run_id": run_id})
+    logger.info("run queued", extra={"thread_id": stored_thread, "run_id": run_id})
     return _json(HTTPStatus.ACCEPTED, run_view(run))
 
 
 @app.get("/runs/<run_id>")
 def get_run(run_id: str) -> Response[str]:
     owner = caller()
-    run_id = path_id(run_id, validate_run_id)
-    run = with_services(lambda services: owned_run(services, run_id, owner))
+    public = path_id(run_id, validate_public_run_id)
+    stored_id = scoped_id(owner, public)
+    run = with_services(lambda services: owned_run(services, stored_id, public, owner))
     return _json(HTTPStatus.OK, run_view(run))
 
 
 @app.post("/runs/<run_id>/cancel")
 def cancel_run(run_id: str) -> Response[str]:
     owner = caller()
-    run_id = path_id(run_id, validate_run_id)
+    public = path_id(run_id, validate_public_run_id)
+    stored_id = scoped_id(owner, public)
 
     async def cancel(services: Services) -> RunState:
-        await owned_run(services, run_id, owner)
+        await owned_run(services, stored_id, public, owner)
         # A run that already ended answers with its final state.
-        return await services.threads.cancel_run(run_id)
+        return await services.threads.cancel_run(stored_id)
 
     run = with_services(cancel)
-    logger.info("run cancel requested", extra={"run_id": run_id, "status": run.status.value})
+    logger.info("run cancel requested", extra={"run_id": stored_id, "status": run.status.value})
     return _json(HTTPStatus.OK, run_view(run))
 
 
+def _proxy_response(status: HTTPStatus, body: dict[str, Any]) -> dict[str, Any]:
+    """An HTTP API response built without the resolver (the event could not be routed)."""
+    return {
+        "statusCode": int(status),
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps(body),
+        "isBase64Encoded": False,
+    }
+
+
+# log_event pinned off as well: the event carries the caller's bearer token.
 @logger.inject_lambda_context(
-    correlation_id_path=correlation_paths.API_GATEWAY_HTTP, clear_state=True
+    correlation_id_path=correlation_paths.API_GATEWAY_HTTP, clear_state=True, log_event=False
 )
 @metrics.log_metrics(raise_on_empty_metrics=False)
 def _resolve(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    problem = event_problem(event)
+    if problem is not None:
+        status, code, message = problem
+        logger.warning("refused an event that is not an HTTP API request", extra={"code": code})
+        return _proxy_response(status, _error_body(code, message))
     return app.resolve(event, context)
 
 

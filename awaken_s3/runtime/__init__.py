@@ -5,6 +5,7 @@ from awaken_s3.runtime.loop import RunEnd, RunLoop, RunResult, pending_tool_call
 from awaken_s3.runtime.tools import (
     OUTCOME_UNKNOWN,
     Tool,
+    ToolError,
     ToolOutput,
     ToolRegistry,
     execute_tool_call,
@@ -17,6 +18,7 @@ __all__ = [
     "RunLoop",
     "RunResult",
     "Tool",
+    "ToolError",
     "ToolOutput",
     "ToolRegistry",
     "execute_tool_call",

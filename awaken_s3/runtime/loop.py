@@ -534,7 +534,12 @@ class _Drive:
                 return await self.suspend()
             try:
                 block = await execute_tool_call(
-                    self.store, self.loop.tools, run_id=self.run_id, epoch=self.epoch, call=call
+                    self.store,
+                    self.loop.tools,
+                    run_id=self.run_id,
+                    epoch=self.epoch,
+                    call=call,
+                    enabled=self.run_state.settings.tools,
                 )
             except (LeaseLost, ToolCallConflict) as exc:
                 return await self.fenced(str(exc))

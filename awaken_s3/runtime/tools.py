@@ -4,6 +4,14 @@ Inputs are validated with ``jsonschema`` (Draft 2020-12, the dialect of current 
 APIs) before the callable runs; a violation, an unknown tool or an exception raised by the
 tool becomes an ``is_error`` result for the model, never a crashed run.
 
+A run executes only the tools it enabled (``RunSettings.tools``): a call naming any other tool,
+whether the model made it up or it came from a synthesised (R2) turn built from a checkpoint,
+is refused with an error result, before any claim, and logged (:data:`REFUSED_LOG`).
+
+Results are committed to the thread, which the API shows to the caller. So an exception raised
+by a tool becomes the generic :func:`tool_failed` text, and its details go to the log only;
+a tool that wants the model (and the caller) to read its message raises :class:`ToolError`.
+
 A call is claimed in the thread store before the callable runs and its result recorded
 after, so a redelivered or resumed run never repeats a side effect: a finished call is
 answered from its record; a call found claimed without a result (its worker died between
@@ -17,7 +25,7 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -38,6 +46,29 @@ OUTCOME_UNKNOWN: Final = (
 )
 #: a tool result is stored in one DynamoDB item and sent to the model; longer output is cut
 DEFAULT_MAX_RESULT_CHARS: Final = 60_000
+#: the log line of a refused call; template.yaml counts it as the ToolCallsRefused metric
+REFUSED_LOG: Final = "tool call refused: not enabled for the run"
+
+
+class ToolError(Exception):
+    """Raised by a tool to report a failure in words meant for the model.
+
+    Its message becomes the error result committed to the thread as is, so it must hold
+    nothing the caller may not read. Any other exception is reported as :func:`tool_failed`.
+    """
+
+
+def not_enabled(name: str) -> str:
+    return f"tool {name!r} is not enabled for this run"
+
+
+def tool_failed(name: str) -> str:
+    return f"tool {name!r} failed with an internal error"
+
+
+def refusal(name: str, enabled: Collection[str]) -> str | None:
+    """The error result for a call the run may not make, or None when it may (pure)."""
+    return None if name in enabled else not_enabled(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,9 +181,12 @@ class ToolRegistry:
                     result = await asyncio.to_thread(tool.func, **call.input)
         except TimeoutError:
             return ToolOutput(f"tool {call.name!r} timed out after {tool.timeout}s", True)
-        except Exception as exc:
-            log.info("tool %s (%s) raised %s", call.name, call.id, type(exc).__name__)
-            return ToolOutput(f"tool {call.name!r} failed: {type(exc).__name__}: {exc}", True)
+        except ToolError as exc:
+            return ToolOutput(f"tool {call.name!r} failed: {exc}", True)
+        except Exception:
+            # The text may hold internals (paths, hosts, credentials in a URL): log only.
+            log.warning("tool %s (%s) raised", call.name, call.id, exc_info=True)
+            return ToolOutput(tool_failed(call.name), True)
         return ToolOutput(self._render(result))
 
     def _render(self, result: Any) -> str:
@@ -170,12 +204,22 @@ async def execute_tool_call(
     run_id: str,
     epoch: int,
     call: ToolUseBlock,
+    enabled: Collection[str],
 ) -> ToolResultBlock:
     """Run one call at most once (idempotent tools: at least once, never lost).
 
+    ``enabled`` is the run's own tool list: any other name is refused before the claim.
     Raises LeaseLost when ``epoch`` no longer holds the run (before anything ran), and
     ToolCallConflict when a newer epoch took the call over while it ran.
     """
+    refused = refusal(call.name, enabled)
+    if refused is not None:
+        # Checked before the registry: a tool registered in this worker is still not the
+        # run's to call. The answer is deterministic, so no record is needed.
+        log.warning(
+            REFUSED_LOG, extra={"run_id": run_id, "tool_use_id": call.id, "tool": call.name}
+        )
+        return ToolResultBlock(tool_use_id=call.id, content=refused, is_error=True)
     tool = registry.get(call.name)
     problem = registry.validate(call.name, call.input)
     if tool is None or problem is not None:

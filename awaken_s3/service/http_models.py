@@ -6,8 +6,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from awaken_s3.ids import RunId, ThreadId
 from awaken_s3.messages import Message
+from awaken_s3.service.public_errors import public_error
+from awaken_s3.service.scoping import PublicRunId, PublicThreadId, public_id
 from awaken_s3.threads.models import RunState, Thread
 
 #: request bodies above this are refused with 413 before parsing
@@ -23,7 +24,7 @@ ToolName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 class CreateThreadRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    thread_id: ThreadId | None = None
+    thread_id: PublicThreadId | None = None
     metadata: dict[MetadataKey, MetadataValue] = Field(
         default_factory=dict, max_length=MAX_METADATA_ENTRIES
     )
@@ -35,7 +36,7 @@ class CreateRunRequest(BaseModel):
     #: the user message that starts the run
     message: Annotated[str, StringConstraints(min_length=1)]
     #: set it to retry a request safely: the same run id answers with the same run
-    run_id: RunId | None = None
+    run_id: PublicRunId | None = None
     system: str | None = None
     max_tokens: int = Field(default=4096, ge=1, le=MAX_TOKENS_LIMIT)
     #: one of the allowed models; the configured default when absent
@@ -48,7 +49,7 @@ class CreateRunRequest(BaseModel):
 
 def thread_view(thread: Thread) -> dict[str, Any]:
     return {
-        "thread_id": thread.thread_id,
+        "thread_id": public_id(thread.owner, thread.thread_id),
         "message_count": thread.message_count,
         "created_at": thread.created_at,
         "metadata": dict(thread.metadata),
@@ -60,10 +61,11 @@ def message_view(message: Message) -> dict[str, Any]:
 
 
 def run_view(run: RunState) -> dict[str, Any]:
-    """What a caller may see of a run: never the lease holder or internal fields."""
+    """What a caller may see of a run: never the lease holder, internal fields or the raw text
+    of its error."""
     return {
-        "run_id": run.run_id,
-        "thread_id": run.thread_id,
+        "run_id": public_id(run.owner, run.run_id),
+        "thread_id": public_id(run.owner, run.thread_id),
         "status": run.status.value,
         "turn": run.turn,
         "message_count": run.message_count,
@@ -73,7 +75,7 @@ def run_view(run: RunState) -> dict[str, Any]:
             "output_tokens": run.usage.output_tokens,
         },
         "stop_reason": run.stop_reason,
-        "error": ({"code": run.error.code, "message": run.error.message} if run.error else None),
+        "error": public_error(run.error) if run.error else None,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
     }

@@ -8,6 +8,9 @@ fsync of the directory, so a crash leaves either the old or the new object.
 Versions are random tokens, not content hashes and not counters: a counter
 restarting after a crash could hand out a version a stale writer still holds.
 
+A file whose header is unreadable has the version ``""``: :class:`CheckpointCorrupt` carries
+it, and a delete conditional on ``""`` removes the file only while it is still unreadable.
+
 The directory belongs to one process at a time (an exclusive ``flock`` on
 ``.lock``); a second opener gets :class:`StoreLocked` instead of silently
 sharing files whose compare-and-swap only holds inside one process.
@@ -56,13 +59,19 @@ def encode_file(version: str, body: bytes) -> bytes:
     return _MAGIC + version.encode("ascii") + b"\n" + body
 
 
+#: the version of a file whose header cannot be read (no writer ever holds it)
+UNREADABLE_VERSION: Final = ""
+
+
 def decode_file(data: bytes, *, run_id: str) -> tuple[str, bytes]:
     """Split a checkpoint file into (version, body); a malformed header is corruption."""
     header, newline, body = data.partition(b"\n")
     token = header.removeprefix(_MAGIC)
     if not newline or not header.startswith(_MAGIC) or _VERSION_RE.fullmatch(token) is None:
         raise CheckpointCorrupt(
-            f"checkpoint file for run {run_id} has no valid version header", run_id=run_id
+            f"checkpoint file for run {run_id} has no valid version header",
+            run_id=run_id,
+            version=UNREADABLE_VERSION,
         )
     return token.decode("ascii"), body
 
@@ -217,9 +226,9 @@ class FsStreamCheckpointStore:
         try:
             version, _ = decode_file(header, run_id=run_id)
         except CheckpointCorrupt:
-            # A corrupt file has no version any writer could hold: every
-            # conditional write against it loses, an unconditional delete wins.
-            return ""
+            # A corrupt file has no version any writer could hold: every conditional
+            # write against it loses; a delete at UNREADABLE_VERSION (or none) wins.
+            return UNREADABLE_VERSION
         return version
 
     def _put(self, run_id: str, body: bytes, expected_version: str | None) -> str:

@@ -241,6 +241,8 @@ def run_item(run: RunState) -> Item:
         item["stop_reason"] = s_attr(run.stop_reason)
     if run.error is not None:
         item["error"] = error_attr(run.error)
+    if run.request_digest is not None:
+        item["request_digest"] = s_attr(run.request_digest)
     return item
 
 
@@ -286,6 +288,7 @@ def decode_run(item: Mapping[str, Any]) -> RunState:
         idle_suspensions=_get_i(item, "idle_suspensions"),
         rescues=_get_i(item, "rescues"),
         rescue_mark=_get_i(item, "rescue_mark", -1),
+        request_digest=_get_s(item, "request_digest"),
     )
 
 

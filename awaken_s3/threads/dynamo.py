@@ -287,6 +287,7 @@ class DynamoThreadStore:
                 )
         now = self._clock()
         count = thread.message_count + len(messages)
+        digest = rules.run_request_digest(settings, messages)
         run = RunState(
             run_id=run_id,
             thread_id=thread_id,
@@ -296,6 +297,7 @@ class DynamoThreadStore:
             created_at=now,
             updated_at=now,
             sweep_at=now + self._grace,
+            request_digest=digest,
         )
         items = await self._message_items(
             thread_id, thread.message_count, messages, f"create/{run_id}"
@@ -337,7 +339,11 @@ class DynamoThreadStore:
             if codes and codes[0] == "ConditionalCheckFailed":
                 existing = await self.get_run(run_id)
                 if rules.same_run_request(
-                    existing, thread_id=thread_id, owner=owner, settings=settings
+                    existing,
+                    thread_id=thread_id,
+                    owner=owner,
+                    settings=settings,
+                    request_digest=digest,
                 ):
                     return existing
                 raise RunExists(f"run {run_id} already exists") from exc

@@ -94,12 +94,17 @@ class InMemoryThreadStore:
         messages: Sequence[Message] = (),
     ) -> RunState:
         validate_run_id(run_id)
+        digest = rules.run_request_digest(settings, messages)
         async with self._lock:
             thread = await self.get_thread(thread_id, owner=owner)
             existing = self._runs.get(run_id)
             if existing is not None:
                 if rules.same_run_request(
-                    existing, thread_id=thread_id, owner=owner, settings=settings
+                    existing,
+                    thread_id=thread_id,
+                    owner=owner,
+                    settings=settings,
+                    request_digest=digest,
                 ):
                     return existing
                 raise RunExists(f"run {run_id} already exists")
@@ -128,6 +133,7 @@ class InMemoryThreadStore:
                 created_at=now,
                 updated_at=now,
                 sweep_at=now + self._grace,
+                request_digest=digest,
             )
             self._runs[run_id] = run
             return run

@@ -99,6 +99,9 @@ class RunState:
     rescues: int = 0
     #: ``message_count`` when the sweeper last rescued the run (-1: never)
     rescue_mark: int = -1
+    #: digest of the request that created the run (its messages and settings): a retried
+    #: create with another message is told apart (None on runs stored before it existed)
+    request_digest: str | None = None
 
     def with_(self, **changes: Any) -> RunState:
         return replace(self, **changes)

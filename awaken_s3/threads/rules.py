@@ -6,10 +6,13 @@ them here directly; the contract suite checks that both agree.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 from collections.abc import Sequence
 from typing import Final
 
+from awaken_s3.messages import Message
 from awaken_s3.threads.models import (
     Lease,
     RunSettings,
@@ -184,8 +187,33 @@ def tool_finish_applied(
     )
 
 
+def run_request_digest(settings: RunSettings, messages: Sequence[Message]) -> str:
+    """What a create_run asks for, as one stable value: its settings and its messages."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps(dataclasses.asdict(settings), sort_keys=True).encode("utf-8"))
+    for message in messages:
+        digest.update(b"\0")
+        digest.update(message.model_dump_json().encode("utf-8"))
+    return digest.hexdigest()
+
+
 def same_run_request(
-    existing: RunState, *, thread_id: str, owner: str, settings: RunSettings
+    existing: RunState,
+    *,
+    thread_id: str,
+    owner: str,
+    settings: RunSettings,
+    request_digest: str | None = None,
 ) -> bool:
-    """A create_run repeating an earlier one (an API retry): answered with the same run."""
+    """A create_run repeating an earlier one (an API retry): answered with the same run.
+
+    The same run id with another message is a different request, not a retry: comparing
+    settings alone would answer it with the old run and silently drop the new message.
+    """
+    if (
+        existing.request_digest is not None
+        and request_digest is not None
+        and existing.request_digest != request_digest
+    ):
+        return False
     return (existing.thread_id, existing.owner, existing.settings) == (thread_id, owner, settings)

@@ -8,6 +8,7 @@ import pytest
 
 from awaken_s3 import (
     CheckpointCorrupt,
+    CheckpointSchemaUnsupported,
     CheckpointTooLarge,
     InvalidIdError,
     PartialToolCall,
@@ -105,11 +106,38 @@ def test_a_checkpoint_stored_under_another_run_is_corrupt() -> None:
         decode_checkpoint(body, run_id="run-1")
 
 
-def test_unknown_schema_version_is_corrupt_with_a_clear_message() -> None:
+@pytest.mark.parametrize(
+    ("schema_version", "error"),
+    [
+        (2, CheckpointSchemaUnsupported),
+        (99, CheckpointSchemaUnsupported),
+        (0, CheckpointCorrupt),
+        (-1, CheckpointCorrupt),
+        ("2", CheckpointCorrupt),
+    ],
+)
+def test_a_newer_schema_version_is_unsupported_and_anything_else_odd_is_corrupt(
+    schema_version: object, error: type[Exception]
+) -> None:
     payload = json.loads(encode_checkpoint(make()))
-    payload["schema_version"] = 99
-    with pytest.raises(CheckpointCorrupt, match="schema_version 99"):
+    payload["schema_version"] = schema_version
+    with pytest.raises(error, match="schema_version") as caught:
+        decode_checkpoint(json.dumps(payload).encode(), run_id="run-1", version="v7")
+    assert getattr(caught.value, "version", None) == "v7"
+
+
+def test_a_newer_schema_object_naming_another_run_is_corrupt() -> None:
+    payload = json.loads(encode_checkpoint(make(run_id="run-2")))
+    payload["schema_version"] = 2
+    with pytest.raises(CheckpointCorrupt):
         decode_checkpoint(json.dumps(payload).encode(), run_id="run-1")
+
+
+def test_corruption_carries_the_version_that_was_judged() -> None:
+    with pytest.raises(CheckpointCorrupt) as caught:
+        decode_checkpoint(b"[" * 100_000, run_id="run-1", version='"etag-1"')
+    assert caught.value.version == '"etag-1"'
+    assert caught.value.run_id == "run-1"
 
 
 def test_unknown_fields_are_refused_not_silently_dropped() -> None:

@@ -1,4 +1,4 @@
-"""The public names of DESIGN.md section 5 are importable from the package root."""
+"""The library's public names are importable from the package root."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ def test_design_names_are_exported() -> None:
     from awaken_s3 import (  # noqa: F401
         CheckpointCorrupt,
         CheckpointFenced,
+        CheckpointSchemaUnsupported,
         FsStreamCheckpointStore,
         InMemoryStreamCheckpointStore,
         PartialToolCall,
@@ -25,6 +26,9 @@ def test_design_names_are_exported() -> None:
 
     assert issubclass(CheckpointFenced, StreamCheckpointError)
     assert issubclass(CheckpointCorrupt, StreamCheckpointError)
+    # Not a kind of corruption: nothing that discards corrupt checkpoints may discard it.
+    assert issubclass(CheckpointSchemaUnsupported, StreamCheckpointError)
+    assert not issubclass(CheckpointSchemaUnsupported, CheckpointCorrupt)
     assert S3StreamCheckpointStore.__module__ == "awaken_s3.stores.s3"
     assert FsStreamCheckpointStore.__module__ == "awaken_s3.stores.fs"
     assert set(awaken_s3.__all__) <= set(dir(awaken_s3)) | set(awaken_s3._LAZY)

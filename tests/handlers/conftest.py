@@ -20,6 +20,7 @@ import pytest
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from awaken_s3.local.moto import MotoServer
+from awaken_s3.service.scoping import scoped_id
 from awaken_s3.service.wiring import Services, open_services
 from awaken_s3.settings import StorageSettings
 from awaken_s3.threads import create_table
@@ -27,7 +28,14 @@ from awaken_s3.threads import create_table
 EVENTS = Path(__file__).parent / "events"
 MODEL = "scripted-1"
 MARGIN = 1.0
+#: the caller ``http_event`` authenticates by default
+SUB = "user-a"
 T = TypeVar("T")
+
+
+def stored(public_id: str, sub: str = SUB) -> str:
+    """The id the table, the queue and the bucket hold for a caller's thread or run id."""
+    return scoped_id(sub, public_id)
 
 
 @pytest.fixture(scope="session")
@@ -185,7 +193,7 @@ def http_event(
     method: str,
     path: str,
     *,
-    sub: str | None = "user-a",
+    sub: str | None = SUB,
     body: Any = None,
     raw_body: str | None = None,
     base64_body: bool = False,

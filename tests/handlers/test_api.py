@@ -4,12 +4,18 @@ against DynamoDB, S3 and SQS on moto."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from awaken_s3.streaming.outcome import ClassifiedError
+from awaken_s3.threads.models import RunStatus
 from handlers import api
-from tests.handlers.conftest import MODEL, Aws, FakeContext, http_event
+from tests.handlers.conftest import MODEL, Aws, FakeContext, http_event, stored
 
 pytestmark = pytest.mark.slow
 
@@ -21,6 +27,7 @@ def call(method: str, path: str, **kwargs: Any) -> tuple[int, dict[str, Any]]:
 
 
 def new_thread(sub: str = "user-a", **body: Any) -> str:
+    """Create a thread as ``sub``; returns its (caller's) id."""
     status, created = call("POST", "/threads", sub=sub, body=body)
     assert status == 201, created
     return str(created["thread_id"])
@@ -42,11 +49,43 @@ def test_create_thread_then_read_it(aws: Aws) -> None:
 def test_generated_thread_ids_and_retried_create(aws: Aws) -> None:
     status, first = call("POST", "/threads")
     assert status == 201 and first["thread_id"]
-    # A retried create of one's own thread answers with it; another caller gets a conflict.
+    # A retried create of one's own thread answers with it.
     status, again = call("POST", "/threads", body={"thread_id": first["thread_id"]})
     assert (status, again["thread_id"]) == (200, first["thread_id"])
-    status, taken = call("POST", "/threads", sub="user-b", body={"thread_id": first["thread_id"]})
-    assert (status, taken["error"]) == (409, "thread_exists")
+
+
+def test_a_thread_id_another_caller_holds_is_free_for_anyone_else(aws: Aws) -> None:
+    new_thread("user-a", thread_id="shared", metadata={"owner": "a"})
+    # A create with the same id answers exactly as for an id nobody has used: 201, an empty
+    # thread of this caller's own. Nothing tells user-b that user-a has a thread "shared".
+    status, created = call(
+        "POST", "/threads", sub="user-b", body={"thread_id": "shared", "metadata": {"owner": "b"}}
+    )
+    assert (status, created["thread_id"], created["metadata"]) == (201, "shared", {"owner": "b"})
+    call("POST", "/threads/shared/runs", sub="user-b", body={"message": "b's", "run_id": "r"})
+    status, run_a = call("POST", "/threads/shared/runs", body={"message": "a's", "run_id": "r"})
+    assert (status, run_a["run_id"], run_a["message_count"]) == (202, "r", 1)
+    texts = {
+        sub: [
+            m["content"][0]["text"] for m in call("GET", "/threads/shared", sub=sub)[1]["messages"]
+        ]
+        for sub in ("user-a", "user-b")
+    }
+    assert texts == {"user-a": ["a's"], "user-b": ["b's"]}
+    assert stored("shared", "user-a") != stored("shared", "user-b")
+
+
+def test_a_retried_thread_create_with_other_metadata_is_a_conflict(aws: Aws) -> None:
+    new_thread(thread_id="t-meta", metadata={"topic": "s3"})
+    status, conflict = call(
+        "POST", "/threads", body={"thread_id": "t-meta", "metadata": {"topic": "sqs"}}
+    )
+    assert (status, conflict["error"]) == (409, "thread_exists")
+    assert call("GET", "/threads/t-meta")[1]["metadata"] == {"topic": "s3"}
+    status, same = call(
+        "POST", "/threads", body={"thread_id": "t-meta", "metadata": {"topic": "s3"}}
+    )
+    assert status == 200 and same["metadata"] == {"topic": "s3"}
 
 
 def test_create_run_enqueues_the_run_on_the_fifo_queue(aws: Aws) -> None:
@@ -61,8 +100,9 @@ def test_create_run_enqueues_the_run_on_the_fifo_queue(aws: Aws) -> None:
     assert run["message_count"] == 1
     messages = aws.receive()
     assert len(messages) == 1
-    assert json.loads(messages[0]["Body"]) == {"run_id": "run-1", "reason": "start"}
-    assert messages[0]["Attributes"]["MessageGroupId"] == "run-1"
+    # The queue carries the stored id: the worker needs no caller to find the run.
+    assert json.loads(messages[0]["Body"]) == {"run_id": stored("run-1"), "reason": "start"}
+    assert messages[0]["Attributes"]["MessageGroupId"] == stored("run-1")
     status, thread = call("GET", f"/threads/{thread_id}")
     assert [m["role"] for m in thread["messages"]] == ["user"]
     assert thread["messages"][0]["content"][0]["text"] == "hello"
@@ -103,6 +143,19 @@ def test_a_second_run_on_a_thread_with_an_active_run_is_refused(aws: Aws) -> Non
         "POST", f"/threads/{thread_id}/runs", body={"message": "two", "run_id": "run-2"}
     )
     assert (status, second["run_id"]) == (202, "run-2")
+
+
+def test_a_retried_run_create_with_another_message_is_a_conflict(aws: Aws) -> None:
+    thread_id = new_thread()
+    body = {"message": "transfer 10 EUR to Bob", "run_id": "run-1"}
+    assert call("POST", f"/threads/{thread_id}/runs", body=body)[0] == 202
+    status, conflict = call(
+        "POST", f"/threads/{thread_id}/runs", body={**body, "message": "transfer 10000 EUR"}
+    )
+    assert (status, conflict["error"]) == (409, "run_exists")
+    _, thread = call("GET", f"/threads/{thread_id}")
+    assert [m["content"][0]["text"] for m in thread["messages"]] == ["transfer 10 EUR to Bob"]
+    assert len(aws.receive()) == 1
 
 
 def test_run_state_and_cancel(aws: Aws) -> None:
@@ -258,3 +311,107 @@ def test_message_content_is_not_logged(aws: Aws, caplog: pytest.LogCaptureFixtur
     logged = [str(vars(record)) for record in caplog.records]
     assert any("r9" in entry for entry in logged)  # the ids are logged
     assert not any(secret in entry for entry in logged)
+
+
+def test_a_failed_run_shows_its_error_code_and_a_fixed_text_never_the_provider_s(
+    aws: Aws,
+) -> None:
+    thread_id = new_thread()
+    call("POST", f"/threads/{thread_id}/runs", body={"message": "hi", "run_id": "run-1"})
+    raw = (
+        "Error code: 401 - Incorrect API key provided: sk-proj-ab12****************wxyz; "
+        "assumed role arn:aws:iam::123456789012:role/awaken-WorkerRole-1A2B3C"
+    )
+
+    async def fail(services: Any) -> None:
+        run = await services.threads.claim_run(stored("run-1"), worker="w", lease_seconds=30)
+        await services.threads.finish_run(
+            stored("run-1"),
+            worker="w",
+            epoch=run.lease.epoch,
+            status=RunStatus.FAILED,
+            error=ClassifiedError("authentication_failed", raw, retryable=False),
+        )
+
+    aws.run(fail)
+    status, run = call("GET", "/runs/run-1")
+    assert (status, run["status"]) == (200, "failed")
+    assert run["error"] == {
+        "code": "authentication_failed",
+        "message": "the service could not authenticate with the model provider",
+    }
+    for secret in ("sk-proj", "wxyz", "arn:aws:iam", "123456789012"):
+        assert secret not in json.dumps(run)
+
+
+def test_deeply_nested_json_is_a_400_not_a_crash(aws: Aws) -> None:
+    thread_id = new_thread()
+    for raw in ('{"message": ' + "[" * 100_000 + "]" * 100_000 + "}", "[" * 200_000):
+        status, body = call("POST", f"/threads/{thread_id}/runs", raw_body=raw)
+        assert (status, body["error"]) == (400, "invalid_json")
+    status, body = call("POST", "/threads", raw_body='{"metadata": ' + '{"a": ' * 30_000 + "}")
+    assert (status, body["error"]) == (400, "invalid_json")
+
+
+def _invoke(event: Any) -> tuple[int, dict[str, Any]]:
+    response = api.lambda_handler(event, FakeContext().lambda_context)
+    return int(response["statusCode"]), json.loads(response["body"])
+
+
+def test_events_that_are_not_http_api_requests_are_refused_not_a_500(aws: Aws) -> None:
+    good = http_event("GET", "/threads/t-1")
+    no_context = {k: v for k, v in good.items() if k != "requestContext"}
+    assert _invoke(no_context) == (
+        401,
+        {"error": "unauthorized", "message": "authentication required"},
+    )
+    assert _invoke({**good, "requestContext": "nope"})[0] == 401
+    broken_events: list[Any] = [
+        [],
+        "GET /threads",
+        {**good, "requestContext": {**good["requestContext"], "http": None}},
+        {k: v for k, v in good.items() if k != "rawPath"},
+        {**good, "headers": ["authorization"]},
+        {**good, "body": {"message": "x"}},
+    ]
+    for broken in broken_events:
+        status, body = _invoke(broken)
+        assert (status, body["error"]) == (400, "invalid_event"), broken
+    # An authorizer block of the wrong shape is no caller, not a crash.
+    odd = http_event("GET", "/threads/t-1")
+    odd["requestContext"]["authorizer"] = {"jwt": "not-a-map"}
+    assert _invoke(odd) == (401, {"error": "unauthorized", "message": "authentication required"})
+
+
+def test_powertools_dev_mode_cannot_print_the_bearer_token() -> None:
+    # POWERTOOLS_DEV makes an unpinned resolver print every event, headers included; the
+    # handler is imported afresh with it set, as a function configured that way would be.
+    event = http_event("GET", "/threads/a.b")
+    event["headers"]["authorization"] = "Bearer eyJ-secret-token"
+    script = (
+        "import json, sys\n"
+        "from handlers import api\n"
+        "from tests.handlers.conftest import FakeContext\n"
+        "event = json.loads(sys.stdin.read())\n"
+        "response = api.lambda_handler(event, FakeContext().lambda_context)\n"
+        "print('STATUS', response['statusCode'])\n"
+    )
+    env = {
+        **os.environ,
+        "POWERTOOLS_DEV": "true",
+        "POWERTOOLS_LOGGER_LOG_EVENT": "true",
+        "POWERTOOLS_LOG_LEVEL": "DEBUG",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+        check=True,
+        timeout=60,
+    )
+    assert "STATUS 400" in done.stdout
+    assert "eyJ-secret-token" not in done.stdout + done.stderr
+    assert api.app._debug is False

@@ -39,6 +39,7 @@ from tests.handlers.conftest import (
     record_from_message,
     sqs_event,
     sqs_record,
+    stored,
 )
 
 pytestmark = pytest.mark.slow
@@ -110,7 +111,7 @@ def test_api_to_queue_to_worker_commits_the_whole_turn(
     assert metrics["RunsCompleted"] == 1
     assert metrics["TurnsCommitted"] == 1
     [ended] = [r for r in caplog.records if r.getMessage() == "run invocation ended"]
-    assert (vars(ended)["run_id"], vars(ended)["end"]) == ("run-1", "completed")
+    assert (vars(ended)["run_id"], vars(ended)["end"]) == (stored("run-1"), "completed")
     # The answer itself is user data: it is never logged.
     assert not any(ANSWER[:60] in str(vars(r)) for r in caplog.records)
 
@@ -150,8 +151,8 @@ def test_near_the_deadline_the_worker_suspends_and_a_continuation_completes_the_
     assert run["status"] == "suspended"
     assert assistant_texts(thread_id) == []
     [continuation] = aws.receive()
-    assert json.loads(continuation["Body"]) == {"run_id": "run-1", "reason": "continue"}
-    assert continuation["Attributes"]["MessageGroupId"] == "run-1"
+    assert json.loads(continuation["Body"]) == {"run_id": stored("run-1"), "reason": "continue"}
+    assert continuation["Attributes"]["MessageGroupId"] == stored("run-1")
     aws.release(continuation)
 
     second, _ = deliver(aws, slow)
@@ -170,7 +171,7 @@ def test_a_record_for_a_run_a_live_worker_holds_is_acknowledged(aws: Aws) -> Non
     thread_id = start_run()
 
     async def hold(services: Services) -> RunState:
-        return await services.threads.claim_run("run-1", worker="other", lease_seconds=300)
+        return await services.threads.claim_run(stored("run-1"), worker="other", lease_seconds=300)
 
     held = aws.run(hold)
     handler = make_handler(provider_factory=fast_model)
@@ -180,7 +181,7 @@ def test_a_record_for_a_run_a_live_worker_holds_is_acknowledged(aws: Aws) -> Non
     assert response == {"batchItemFailures": []}
 
     async def current(services: Services) -> RunState:
-        return await services.threads.get_run("run-1")
+        return await services.threads.get_run(stored("run-1"))
 
     # The holder's lease is untouched and nothing was committed.
     assert aws.run(current).lease == held.lease
@@ -188,11 +189,13 @@ def test_a_record_for_a_run_a_live_worker_holds_is_acknowledged(aws: Aws) -> Non
 
     # The holder hands over as a worker does: release, then a continuation message.
     async def hand_over(services: Services) -> None:
-        await services.threads.release_lease("run-1", worker="other", epoch=held.lease.epoch)
+        await services.threads.release_lease(
+            stored("run-1"), worker="other", epoch=held.lease.epoch
+        )
         await send_run_message(
             services.sqs,
             services.queue_url,
-            RunMessage(run_id="run-1", reason="continue"),
+            RunMessage(run_id=stored("run-1"), reason="continue"),
             epoch=held.lease.epoch,
         )
 
@@ -209,7 +212,7 @@ def test_a_record_for_a_run_whose_holder_stopped_renewing_is_kept_until_its_leas
 
     async def hold(services: Services) -> RunState:
         # A worker that died holding a short lease: it never renews or releases.
-        return await services.threads.claim_run("run-1", worker="dead", lease_seconds=1)
+        return await services.threads.claim_run(stored("run-1"), worker="dead", lease_seconds=1)
 
     aws.run(hold)
     handler = make_handler(provider_factory=fast_model)
@@ -307,9 +310,10 @@ def test_fifo_partial_batch_response_fails_only_the_broken_runs_group(aws: Aws) 
     start_run("run-a")
     thread_b = start_run("run-b")
     broken = make_handler(provider_factory=_first_broken)
-    a1 = sqs_record('{"run_id": "run-a"}', group_id="run-a")
-    a2 = sqs_record('{"run_id": "run-a", "reason": "continue"}', group_id="run-a")
-    b1 = sqs_record('{"run_id": "run-b"}', group_id="run-b")
+    run_a, run_b = stored("run-a"), stored("run-b")
+    a1 = sqs_record(json.dumps({"run_id": run_a}), group_id=run_a)
+    a2 = sqs_record(json.dumps({"run_id": run_a, "reason": "continue"}), group_id=run_a)
+    b1 = sqs_record(json.dumps({"run_id": run_b}), group_id=run_b)
     response = broken(sqs_event(a1, b1, a2), FakeContext().lambda_context)
     assert response == {
         "batchItemFailures": [
@@ -328,8 +332,8 @@ def test_fifo_partial_batch_response_fails_only_the_broken_runs_group(aws: Aws) 
 def test_standard_queue_batches_process_every_record(aws: Aws) -> None:
     start_run("run-a")
     standard = "arn:aws:sqs:us-east-1:123456789012:awaken-runs"
-    bad = sqs_record('{"run_id": "run-a"}', queue_arn=standard)
-    good = sqs_record('{"run_id": "run-b"}', queue_arn=standard)
+    bad = sqs_record(json.dumps({"run_id": stored("run-a")}), queue_arn=standard)
+    good = sqs_record(json.dumps({"run_id": stored("run-b")}), queue_arn=standard)
     thread_b = start_run("run-b")
     handler = make_handler(provider_factory=lambda: _first_broken())
     response = handler(sqs_event(bad, good), FakeContext().lambda_context)
@@ -451,6 +455,6 @@ def test_a_turn_cut_by_the_deadline_resumes_from_its_checkpoint_with_r1(
     assert assistant_texts(thread_id) == [prefix + rest]
 
     async def leftover(services: Services) -> object:
-        return await services.checkpoints.get("run-1")
+        return await services.checkpoints.get(stored("run-1"))
 
     assert aws.run(leftover) is None  # deleted after the commit

@@ -127,12 +127,29 @@ def test_bucket_policy_denies_every_request_without_tls(deployed: Deployed) -> N
 def test_bucket_refuses_unconditional_checkpoint_writes(deployed: Deployed) -> None:
     (policy,) = resources_of_type(deployed(), "AWS::S3::BucketPolicy").values()
     statements = policy["Properties"]["PolicyDocument"]["Statement"]
-    (guard,) = [s for s in statements if "Null" in s.get("Condition", {})]
+    (guard,) = [s for s in statements if s["Action"] == "s3:PutObject"]
     assert guard["Effect"] == "Deny" and guard["Principal"] == "*"
     assert guard["Action"] == "s3:PutObject"
     assert guard["Resource"] == "<CheckpointBucket.Arn>/checkpoints/*"
     # Both keys in one Null block: denied only when neither header is present.
     assert guard["Condition"] == {"Null": {"s3:if-match": "true", "s3:if-none-match": "true"}}
+
+
+def test_bucket_refuses_checkpoint_deletes_that_name_no_etag(deployed: Deployed) -> None:
+    (policy,) = resources_of_type(deployed(), "AWS::S3::BucketPolicy").values()
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    guards = [s for s in statements if s["Action"] == "s3:DeleteObject"]
+    for guard in guards:
+        assert guard["Effect"] == "Deny" and guard["Principal"] == "*"
+        assert guard["Resource"] == "<CheckpointBucket.Arn>/checkpoints/*"
+    # Denied without If-Match, and with If-Match: * (which fences nothing): only a delete at
+    # the ETag that was judged goes through. S3 evaluates s3:if-match on DeleteObject.
+    assert sorted(str(g["Condition"]) for g in guards) == sorted(
+        [
+            str({"Null": {"s3:if-match": "true"}}),
+            str({"StringEquals": {"s3:if-match": "*"}}),
+        ]
+    )
 
 
 def test_only_checkpoints_expire_and_message_bodies_are_kept(deployed: Deployed) -> None:
@@ -210,6 +227,17 @@ def test_the_sweep_index_is_the_one_the_code_queries(deployed: Deployed) -> None
 
     table = deployed()["ThreadTable"]["Properties"]
     assert table["GlobalSecondaryIndexes"] == [sweep_index_definition()]
+
+
+def test_only_the_run_queue_may_dead_letter_into_the_dlq(deployed: Deployed) -> None:
+    resources = deployed()
+    name = resources["RunQueue"]["Properties"]["QueueName"]
+    assert name == "awaken-runs.fifo"  # the stack name is "awaken" in these tests
+    allow = resources["RunDeadLetterQueue"]["Properties"]["RedriveAllowPolicy"]
+    assert allow == {
+        "redrivePermission": "byQueue",
+        "sourceQueueArns": [f"arn:aws:sqs:us-east-1:123456789012:{name}"],
+    }
 
 
 @pytest.mark.parametrize("timeout", ["120", "300", "600", "900"])
@@ -416,9 +444,15 @@ def test_no_wildcard_actions_or_resources(deployed: Deployed, variant: dict[str,
 def test_worker_grants_are_exactly_its_needs(deployed: Deployed) -> None:
     grants = _granted(deployed(), "WorkerRole")
     objects = {"<CheckpointBucket.Arn>/checkpoints/*", "<CheckpointBucket.Arn>/messages/*"}
-    for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
+    for action in ("s3:GetObject", "s3:PutObject"):
         assert grants[action] == objects
+    # Message bodies are the durable half of the transcript: nothing deletes them.
+    assert grants["s3:DeleteObject"] == {"<CheckpointBucket.Arn>/checkpoints/*"}
     assert grants["s3:ListBucket"] == {"<CheckpointBucket.Arn>"}
+    (listing,) = [
+        s for s in _statements(deployed(), "WorkerRole") if s["Action"] == "s3:ListBucket"
+    ]
+    assert listing["Condition"] == {"StringLikeIfExists": {"s3:prefix": "checkpoints/*"}}
     table = {"<ThreadTable.Arn>"}
     for action in ("GetItem", "PutItem", "UpdateItem", "Query", "ConditionCheckItem"):
         assert grants[f"dynamodb:{action}"] == table
@@ -455,7 +489,7 @@ def test_bedrock_is_granted_only_for_the_bedrock_provider_and_its_model(
     (conditioned,) = [
         s
         for s in _statements(deployed(Provider="bedrock", Model=model), "WorkerRole")
-        if s.get("Condition")
+        if s.get("Condition") and str(s["Action"]).startswith("bedrock:")
     ]
     assert conditioned["Condition"] == {"StringEquals": {"bedrock:InferenceProfileArn": profile}}
     for provider in ("anthropic", "openai"):

@@ -135,6 +135,30 @@ def test_list_judges_every_checkpoint_and_clean_removes_only_stale_ones(
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["live"]
 
 
+@pytest.mark.slow
+def test_clean_leaves_a_checkpoint_of_a_newer_build_alone(
+    aws: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import boto3
+
+    from awaken_s3.models import encode_checkpoint
+
+    payload = json.loads(encode_checkpoint(_checkpoint("future")))
+    payload["schema_version"] = 2
+    s3 = boto3.client("s3")
+    s3.put_object(Bucket=aws[0], Key="checkpoints/future.json", Body=json.dumps(payload))
+
+    assert main(["checkpoints", "list"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("future")]
+    assert "newer schema_version 2: left alone" in line
+    assert main(["checkpoints", "clean"]) == 0
+    captured = capsys.readouterr()
+    assert "2 deleted, 1 left alone (written by a newer build)" in captured.err
+    assert s3.get_object(Bucket=aws[0], Key="checkpoints/future.json")["Body"].read()
+    assert main(["checkpoints", "show", "future"]) == 1
+    assert "written by a newer awaken-s3" in capsys.readouterr().err
+
+
 def test_missing_settings_are_a_clear_usage_error(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import logging
 from datetime import UTC, datetime, timedelta
 
-from awaken_s3.maintenance import clean, delete_stale, stale_reason, survey
+import pytest
+
+from awaken_s3.maintenance import (
+    KEPT_REWRITTEN,
+    KEPT_UNKNOWN_VERSION,
+    Verdict,
+    clean,
+    delete_stale,
+    stale_reason,
+    survey,
+)
 from awaken_s3.messages import Message
-from awaken_s3.models import StreamCheckpoint
+from awaken_s3.models import StreamCheckpoint, encode_checkpoint
 from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
 from awaken_s3.threads.memory import InMemoryThreadStore
 from awaken_s3.threads.models import RunSettings, RunState, RunStatus
@@ -122,3 +134,43 @@ async def test_a_checkpoint_rewritten_after_it_was_judged_is_kept() -> None:
     stored = await store.get("orphan")
     assert stored is not None
     assert stored.checkpoint == rewritten
+
+
+async def test_a_corrupt_object_replaced_after_it_was_judged_is_kept() -> None:
+    store, threads = await _world()
+    verdicts = [v async for v in survey(store, threads, now=NOW)]
+    judged = next(v for v in verdicts if v.run_id == "broken")
+    assert judged.checkpoint is None and judged.version is not None
+    # A worker holding the lease replaces the garbage with a real checkpoint meanwhile.
+    store.put_raw("broken", encode_checkpoint(checkpoint("broken")))
+
+    cleaned = await delete_stale(store, [judged])
+    assert [c.action for c in cleaned] == [KEPT_REWRITTEN]
+    assert await store.get("broken") is not None
+
+
+async def test_a_verdict_without_a_version_is_never_deleted_blindly() -> None:
+    store, _ = await _world()
+    blind = Verdict("broken", None, None, None, "corrupt: not a readable checkpoint")
+    cleaned = await delete_stale(store, [blind])
+    assert [c.action for c in cleaned] == [KEPT_UNKNOWN_VERSION]
+    assert "broken" in [r async for r in store.list_run_ids()]
+
+
+async def test_a_checkpoint_from_a_newer_build_is_left_alone_and_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store, threads = await _world()
+    payload = json.loads(encode_checkpoint(checkpoint("orphan")))
+    payload["schema_version"] = 7
+    store.put_raw("orphan", json.dumps(payload).encode())
+
+    verdicts = {v.run_id: v for v in [v async for v in survey(store, threads, now=NOW)]}
+    assert (verdicts["orphan"].newer_schema, verdicts["orphan"].stale) == (7, None)
+    with caplog.at_level(logging.WARNING, logger="awaken_s3.maintenance"):
+        cleaned = await clean(store, threads, now=NOW)
+    actions = {c.verdict.run_id: c.action for c in cleaned}
+    assert actions["orphan"] == "kept: written by a newer build (schema_version 7)"
+    assert actions["broken"] == "deleted"
+    assert "orphan" in [r async for r in store.list_run_ids()]
+    assert any("schema_version 7" in r.getMessage() for r in caplog.records)

@@ -112,8 +112,77 @@ async def test_tool_failures_become_error_results(
     results = [m.content[0] for m in messages if m.role == "user"][1:]
     assert all(isinstance(r, ToolResultBlock) and r.is_error for r in results)
     assert "a: 'one' is not of type 'integer'" in results[0].content  # type: ignore[union-attr]
-    assert "unknown tool 'nope'" in results[1].content  # type: ignore[union-attr]
-    assert "RuntimeError: disk on fire" in results[2].content  # type: ignore[union-attr]
+    assert "tool 'nope' is not enabled for this run" in results[1].content  # type: ignore[union-attr]
+    # The thread is the caller's to read: an exception's own text stays in the log.
+    assert results[2].content == "tool 'add' failed with an internal error"  # type: ignore[union-attr]
+
+
+def _guarded_registry(effects: Effects, ran: list[str]) -> ToolRegistry:
+    """``add`` (the run's tool) and ``wipe``, registered in the worker but not enabled."""
+    registry = adding_registry(effects)
+
+    def wipe() -> str:
+        ran.append("wipe")
+        return "wiped"
+
+    registry.add(Tool("wipe", "Delete everything.", {"type": "object"}, wipe))
+    return registry
+
+
+async def test_a_model_calling_a_tool_its_run_did_not_enable_is_refused(
+    threads: ThreadStore, make_loop: LoopFactory
+) -> None:
+    await start(threads)
+    ran: list[str] = []
+    effects = Effects()
+    turns = [
+        TurnSpec("Cleaning up.", (("c1", "wipe", {}), ("c2", "add", {"a": 1, "b": 1}))),
+        TurnSpec("Done."),
+    ]
+    provider = TurnAwareProvider(turns)
+    result = await make_loop(provider, _guarded_registry(effects, ran)).run("r1")
+    assert result.end == RunEnd.COMPLETED
+    assert ran == [] and effects.all() == ["add:1"]
+    # Only the enabled tool was offered, and the refusal is what the model read next.
+    assert [t.name for t in provider.requests[0].tools] == ["add"]
+    assert provider.requests[1].messages[-1].content == (
+        ToolResultBlock(
+            tool_use_id="c1", content="tool 'wipe' is not enabled for this run", is_error=True
+        ),
+        ToolResultBlock(tool_use_id="c2", content="2"),
+    )
+    assert await threads.get_tool_call("r1", "c1") is None
+
+
+async def test_a_synthesised_turn_from_a_checkpoint_cannot_run_a_tool_the_run_did_not_enable(
+    threads: ThreadStore, checkpoints: StreamCheckpointStore, make_loop: LoopFactory
+) -> None:
+    # A checkpoint (forged, or from a model that named the tool) holding a complete call to a
+    # registered tool the run never enabled: R2 synthesises the turn without asking the model.
+    await start(threads)
+    forged = StreamCheckpoint(
+        run_id="r1",
+        thread_id="t1",
+        model="scripted-1",
+        turn=0,
+        partial_text="Let me tidy up.",
+        tool_calls=(PartialToolCall(index=0, id="c1", name="wipe", arguments="{}", closed=True),),
+        epoch=0,
+    )
+    await checkpoints.put(forged, expected_version=None)
+    ran: list[str] = []
+    provider = TurnAwareProvider([TurnSpec("unused"), TurnSpec("Nothing was wiped.")])
+    result = await make_loop(provider, _guarded_registry(Effects(), ran)).run("r1")
+    assert result.end == RunEnd.COMPLETED
+    assert ran == []
+    assert await threads.get_tool_call("r1", "c1") is None
+    messages = await threads.load_messages("t1")
+    assert messages[2].content == (
+        ToolResultBlock(
+            tool_use_id="c1", content="tool 'wipe' is not enabled for this run", is_error=True
+        ),
+    )
+    assert len(provider.requests) == 1  # turn 0 was synthesised; only turn 1 asked the model
 
 
 async def test_stale_checkpoint_is_deleted_not_replayed(

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 
 import pytest
 
 from awaken_s3.messages import Message, ToolUseBlock
-from awaken_s3.runtime.tools import OUTCOME_UNKNOWN, Tool, ToolRegistry, execute_tool_call
+from awaken_s3.runtime.tools import (
+    OUTCOME_UNKNOWN,
+    REFUSED_LOG,
+    Tool,
+    ToolError,
+    ToolRegistry,
+    execute_tool_call,
+    refusal,
+)
 from awaken_s3.threads import (
     InMemoryThreadStore,
     LeaseLost,
@@ -20,6 +29,8 @@ from tests.runtime.scripts import ADD_SCHEMA
 from tests.threads.backends import FakeClock
 
 CALL = ToolUseBlock(id="c1", name="add", input={"a": 2, "b": 3})
+#: the tools the run under test enabled
+ADD = ("add",)
 
 
 def counting_registry(counter: list[int], *, idempotent: bool = False) -> ToolRegistry:
@@ -68,7 +79,7 @@ async def test_invalid_input_unknown_tool_and_exceptions_are_error_results() -> 
 
     registry.add(Tool("boom", "", ADD_SCHEMA, boom))
     out = await registry.invoke(ToolUseBlock(id="3", name="boom", input={"a": 1, "b": 2}))
-    assert out.is_error and out.content == "tool 'boom' failed: ValueError: no"
+    assert out.is_error and out.content == "tool 'boom' failed with an internal error"
 
 
 async def test_slow_tool_times_out_and_long_output_is_cut() -> None:
@@ -117,8 +128,12 @@ async def test_a_call_runs_once_and_its_record_answers_repeats(
     store, _, epoch = leased
     counter: list[int] = []
     registry = counting_registry(counter)
-    first = await execute_tool_call(store, registry, run_id="r1", epoch=epoch, call=CALL)
-    again = await execute_tool_call(store, registry, run_id="r1", epoch=epoch, call=CALL)
+    first = await execute_tool_call(
+        store, registry, run_id="r1", epoch=epoch, call=CALL, enabled=ADD
+    )
+    again = await execute_tool_call(
+        store, registry, run_id="r1", epoch=epoch, call=CALL, enabled=ADD
+    )
     assert first == again and first.content == "5" and not first.is_error
     assert counter == [5]
     record = await store.get_tool_call("r1", "c1")
@@ -139,7 +154,7 @@ async def test_claimed_without_result_is_unknown_for_non_idempotent_tools(
     new_epoch = await _orphan_claim(store, clock, epoch)
     counter: list[int] = []
     result = await execute_tool_call(
-        store, counting_registry(counter), run_id="r1", epoch=new_epoch, call=CALL
+        store, counting_registry(counter), run_id="r1", epoch=new_epoch, call=CALL, enabled=ADD
     )
     assert (result.content, result.is_error) == (OUTCOME_UNKNOWN, True)
     assert counter == []
@@ -154,7 +169,9 @@ async def test_claimed_without_result_is_rerun_for_idempotent_tools(
     new_epoch = await _orphan_claim(store, clock, epoch)
     counter: list[int] = []
     registry = counting_registry(counter, idempotent=True)
-    result = await execute_tool_call(store, registry, run_id="r1", epoch=new_epoch, call=CALL)
+    result = await execute_tool_call(
+        store, registry, run_id="r1", epoch=new_epoch, call=CALL, enabled=ADD
+    )
     assert (result.content, result.is_error) == ("5", False)
     assert counter == [5]
 
@@ -168,10 +185,76 @@ async def test_a_fenced_worker_runs_nothing_and_cannot_record(
     new_epoch = await _orphan_claim(store, clock, epoch)
     with pytest.raises(LeaseLost):
         await execute_tool_call(
-            store, registry, run_id="r1", epoch=epoch, call=CALL.model_copy(update={"id": "c2"})
+            store,
+            registry,
+            run_id="r1",
+            epoch=epoch,
+            call=CALL.model_copy(update={"id": "c2"}),
+            enabled=ADD,
         )
     assert counter == []
     # The old claimer, finishing late after a takeover, cannot overwrite the new record.
     await store.reclaim_tool_call("r1", "c1", epoch=new_epoch, previous_epoch=epoch)
     with pytest.raises(ToolCallConflict):
         await store.finish_tool_call("r1", "c1", epoch=epoch, content="late", is_error=False)
+
+
+@pytest.mark.parametrize(
+    ("name", "enabled", "refused"),
+    [
+        ("add", ("add",), None),
+        ("add", ("search", "add"), None),
+        ("add", (), "tool 'add' is not enabled for this run"),
+        ("delete_all", ("add",), "tool 'delete_all' is not enabled for this run"),
+        ("Add", ("add",), "tool 'Add' is not enabled for this run"),
+    ],
+)
+def test_a_run_may_call_only_the_tools_it_enabled(
+    name: str, enabled: tuple[str, ...], refused: str | None
+) -> None:
+    assert refusal(name, enabled) == refused
+
+
+async def test_a_registered_tool_the_run_did_not_enable_is_refused_without_a_claim(
+    leased: tuple[InMemoryThreadStore, FakeClock, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    store, _, epoch = leased
+    counter: list[int] = []
+    registry = counting_registry(counter)
+    with caplog.at_level(logging.WARNING, logger="awaken_s3.tools"):
+        result = await execute_tool_call(
+            store, registry, run_id="r1", epoch=epoch, call=CALL, enabled=("search",)
+        )
+    assert (result.tool_use_id, result.is_error) == ("c1", True)
+    assert result.content == "tool 'add' is not enabled for this run"
+    assert counter == []
+    assert await store.get_tool_call("r1", "c1") is None
+    (logged,) = [r for r in caplog.records if r.getMessage() == REFUSED_LOG]
+    assert (vars(logged)["run_id"], vars(logged)["tool"]) == ("r1", "add")
+
+
+async def test_a_tool_s_exception_text_reaches_the_log_only_unless_it_is_a_tool_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def connect() -> str:
+        raise ConnectionError("postgres://admin:hunter2@db.internal:5432 refused")
+
+    def lookup(q: str) -> str:
+        raise ToolError(f"no results for {q!r}; try a shorter query")
+
+    registry = ToolRegistry(
+        [
+            Tool("connect", "", {"type": "object"}, connect),
+            Tool("lookup", "", {"type": "object"}, lookup),
+        ]
+    )
+    with caplog.at_level(logging.WARNING, logger="awaken_s3.tools"):
+        hidden = await registry.invoke(ToolUseBlock(id="1", name="connect", input={}))
+    assert (hidden.content, hidden.is_error) == (
+        "tool 'connect' failed with an internal error",
+        True,
+    )
+    assert "hunter2" in caplog.text  # the operator can still see what happened
+    told = await registry.invoke(ToolUseBlock(id="2", name="lookup", input={"q": "xyz"}))
+    assert told.is_error
+    assert told.content == "tool 'lookup' failed: no results for 'xyz'; try a shorter query"

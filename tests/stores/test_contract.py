@@ -14,7 +14,12 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from awaken_s3.errors import CheckpointCorrupt, CheckpointFenced, StreamCheckpointError
+from awaken_s3.errors import (
+    CheckpointCorrupt,
+    CheckpointFenced,
+    CheckpointSchemaUnsupported,
+    StreamCheckpointError,
+)
 from awaken_s3.ids import InvalidIdError
 from awaken_s3.models import CHECKPOINT_FORMAT, StreamCheckpoint, encode_checkpoint
 from awaken_s3.stores.base import ListableCheckpointStore, StreamCheckpointStore
@@ -169,23 +174,37 @@ async def test_checkpoint_of_another_run_under_this_key_is_corrupt(backend: Back
         await backend.store.get("run-1")
 
 
-async def test_unknown_schema_version_is_corrupt(backend: Backend) -> None:
+async def test_a_newer_schema_version_is_unsupported_not_corrupt(backend: Backend) -> None:
     payload = json.loads(encode_checkpoint(make_checkpoint()))
     assert payload["format"] == CHECKPOINT_FORMAT
     payload["schema_version"] = 99
+    await backend.plant("run-1", json.dumps(payload).encode())
+    with pytest.raises(CheckpointSchemaUnsupported) as caught:
+        await backend.store.get("run-1")
+    assert not isinstance(caught.value, CheckpointCorrupt)
+    assert caught.value.schema_version == 99
+    assert caught.value.version
+    payload["schema_version"] = 0
     await backend.plant("run-1", json.dumps(payload).encode())
     with pytest.raises(CheckpointCorrupt, match="schema_version"):
         await backend.store.get("run-1")
 
 
-async def test_a_corrupt_checkpoint_can_be_cleared_by_an_unconditional_delete(
-    backend: Backend,
-) -> None:
+async def test_a_corrupt_checkpoint_is_deleted_at_the_version_judged(backend: Backend) -> None:
     store = backend.store
     await backend.plant("run-1", b"garbage")
     with pytest.raises(CheckpointFenced):
         await store.put(make_checkpoint(), expected_version=None)
-    await store.delete("run-1")
+    with pytest.raises(CheckpointCorrupt) as judged:
+        await store.get("run-1")
+    assert judged.value.version is not None
+    # Something else lands under the key between the verdict and the delete: it is kept.
+    await backend.plant("run-1", b"other garbage")
+    with pytest.raises(CheckpointFenced):
+        await store.delete("run-1", expected_version=judged.value.version)
+    with pytest.raises(CheckpointCorrupt) as again:
+        await store.get("run-1")
+    await store.delete("run-1", expected_version=again.value.version)
     assert await store.get("run-1") is None
     await store.put(make_checkpoint(), expected_version=None)
 

@@ -77,9 +77,12 @@ def test_run_thread_and_tool_records_round_trip() -> None:
         lease=Lease("w1", 12, 1_700_000_030.25),
         created_at=1_700_000_000.5,
         updated_at=1_700_000_010.75,
+        request_digest="ab12",
     )
     assert codec.decode_run(codec.run_item(run)) == run
-    released = run.with_(lease=Lease(None, 12, 0.0), error=None, stop_reason=None)
+    released = run.with_(
+        lease=Lease(None, 12, 0.0), error=None, stop_reason=None, request_digest=None
+    )
     assert codec.decode_run(codec.run_item(released)) == released
     thread = Thread("t1", "alice", 3, 5.0, {"title": "x"})
     assert codec.decode_thread(codec.thread_item(thread)) == thread

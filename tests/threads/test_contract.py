@@ -80,6 +80,31 @@ async def test_create_run_appends_prompt_and_queues(store: ThreadStore) -> None:
         await store.get_run("r404")
 
 
+async def test_a_retried_create_run_is_bound_to_its_message(store: ThreadStore) -> None:
+    await new_run(store, prompt="transfer 10 EUR to Bob")
+    # Same id, same settings, another message: not a retry. Answering it with the old run
+    # would silently drop the new message.
+    with pytest.raises(RunExists):
+        await store.create_run(
+            "r1",
+            thread_id="t1",
+            owner=OWNER,
+            settings=SETTINGS,
+            messages=[Message.user("transfer 10000 EUR to Bob")],
+        )
+    assert await store.load_messages("t1") == [Message.user("transfer 10 EUR to Bob")]
+    stored = await store.get_run("r1")
+    assert stored.request_digest is not None  # survives the backend's encoding
+    again = await store.create_run(
+        "r1",
+        thread_id="t1",
+        owner=OWNER,
+        settings=SETTINGS,
+        messages=[Message.user("transfer 10 EUR to Bob")],
+    )
+    assert again == stored
+
+
 async def test_claim_bumps_epoch_and_excludes_others_until_expiry(
     store: ThreadStore, clock: FakeClock
 ) -> None:

@@ -144,7 +144,9 @@ async def test_one_live_run_per_thread(store: ThreadStore) -> None:
         await store.create_run("r2", thread_id="t1", owner=OWNER, settings=SETTINGS)
     assert active.value.run_id == "r1"
     # A retried create of the active run itself is still answered with that run.
-    again = await store.create_run("r1", thread_id="t1", owner=OWNER, settings=SETTINGS)
+    again = await store.create_run(
+        "r1", thread_id="t1", owner=OWNER, settings=SETTINGS, messages=[Message.user("hi")]
+    )
     assert again.run_id == "r1"
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     await store.commit_turn(assistant_turn(run, "done", final=True))
