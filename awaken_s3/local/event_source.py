@@ -49,6 +49,17 @@ from awaken_s3.local.sqs_events import QueueRecord, account_of, lambda_event, qu
 if TYPE_CHECKING:
     from types_aiobotocore_sqs import SQSClient
 
+__all__ = [
+    "BusyWorker",
+    "ContainerInfo",
+    "EventSourceStats",
+    "EventSourceThread",
+    "FunctionConfig",
+    "InvocationResult",
+    "QueueRecord",
+    "SqsEventSource",
+]
+
 logger = logging.getLogger(__name__)
 
 #: SQS answers at most 10 messages per ReceiveMessage
@@ -81,6 +92,7 @@ class SqsEventSource:
         report_batch_item_failures: bool = True,
         on_invocation: Callable[[InvocationResult], None] | None = None,
         log_dir: Path | None = None,
+        stop_grace: float = 10.0,
     ) -> None:
         if not 1 <= batch_size <= MAX_BATCH_SIZE:
             raise ValueError(f"batch_size must be 1..{MAX_BATCH_SIZE}")
@@ -101,6 +113,7 @@ class SqsEventSource:
         self.report_batch_item_failures = report_batch_item_failures
         self.on_invocation = on_invocation
         self.log_dir = log_dir
+        self.stop_grace = stop_grace
         #: set by start(): the queue's ARN, whether it is FIFO, the function's ARN
         self.queue_arn = ""
         self.fifo = False
@@ -140,29 +153,29 @@ class SqsEventSource:
             answer = await sqs.get_queue_attributes(
                 QueueUrl=self.queue_url, AttributeNames=["QueueArn", "FifoQueue"]
             )
+            attributes = answer.get("Attributes", {})
+            self.queue_arn = attributes["QueueArn"]
+            account = account_of(self.queue_arn)
         except BaseException:
             await self._resources.aclose()
             raise
-        attributes = answer.get("Attributes", {})
-        self.queue_arn = attributes["QueueArn"]
         self.fifo = attributes.get("FifoQueue") == "true"
+        # Records carry the queue's region, and the function lives where its trigger does.
         self.region = self.queue_arn.split(":")[3] or self.region
-        self.function_arn = function_arn(
-            self.region, account_of(self.queue_arn), self.function.name
-        )
+        self.function_arn = function_arn(self.region, account, self.function.name)
         self._slots = asyncio.Semaphore(self.max_concurrency)
         self._poller = asyncio.create_task(self._poll(), name=f"poll {self.queue_url}")
 
-    async def stop(self, *, grace: float = 10.0) -> None:
-        """Stop polling, give busy invocations ``grace`` seconds to finish, then kill them;
-        kill every container and reap it. Held and just-received records are made visible
-        again at once. Safe to call twice."""
+    async def stop(self, *, grace: float | None = None) -> None:
+        """Stop polling, give busy invocations ``grace`` seconds (default ``stop_grace``) to
+        finish, then kill them; kill every container and reap it. Held and just-received
+        records are made visible again at once. Safe to call twice."""
         if self._poller is None or self._stopped:
             return
         self._stopping = True
         try:
             await self._stop_poller()
-            await self._finish_chains(grace)
+            await self._finish_chains(self.stop_grace if grace is None else grace)
             await self._release(self._gate.drain())
         finally:
             for container in list(self._containers.values()):
@@ -181,7 +194,8 @@ class SqsEventSource:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.stop()
+        # Leaving on an exception: nothing is worth waiting for.
+        await self.stop(grace=0 if exc_type is not None else None)
 
     # -- observation and faults (any thread)
 
@@ -486,7 +500,7 @@ class EventSourceThread:
             raise
         return self.source
 
-    def stop(self, *, grace: float = 10.0) -> None:
+    def stop(self, *, grace: float | None = None) -> None:
         if self._loop is None:
             return
         try:
@@ -512,4 +526,4 @@ class EventSourceThread:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.stop()
+        self.stop(grace=0 if exc_type is not None else None)

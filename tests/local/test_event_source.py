@@ -3,6 +3,7 @@ running in real container processes."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from awaken_s3.local.event_source import EventSourceThread, SqsEventSource
 from awaken_s3.local.invocations import InvocationResult
 from tests.local.conftest import (
+    HUNG,
     HandlerLog,
     Sqs,
     eventually,
@@ -162,28 +164,30 @@ async def test_a_handler_that_cannot_be_imported_fails_and_deletes_nothing(
 
 
 @pytest.mark.slow
-async def test_an_exception_an_exit_and_a_timeout_delete_nothing_and_the_records_come_back(
+async def test_an_exception_an_exit_a_kill_and_a_timeout_delete_nothing_and_records_come_back(
     sqs: Sqs, handler_log: HandlerLog
 ) -> None:
-    url, _ = sqs.queue(visibility=3)  # longer than the timeout: no redelivery while running
+    url, _ = sqs.queue(visibility=4)  # longer than the timeout: no redelivery while running
     sqs.send(url, {"id": "raise", "do": "raise_first"})
     sqs.send(url, {"id": "exit", "do": "exit_first"})
     sqs.send(url, {"id": "slow", "do": "sleep_first", "seconds": 60})
+    sqs.send(url, {"id": "suicide", "do": "sigkill_first"})
     source = SqsEventSource(
         url,
-        function(handler_log, sqs, url, timeout=1.5),
-        max_concurrency=3,
+        function(handler_log, sqs, url, timeout=2.5),
+        max_concurrency=4,
         endpoint_url=sqs.endpoint_url,
     )
     async with source:
         await eventually(
-            lambda: all(len(served(source, i)) == 2 for i in ("raise", "exit", "slow")),
+            lambda: all(len(served(source, i)) == 2 for i in ("raise", "exit", "slow", "suicide")),
             what="every record delivered twice",
         )
     for record_id, outcome, error in (
         ("raise", "error", "RuntimeError: record raise raised"),
         ("exit", "error", "Runtime.ExitError: exited with status 3"),
         ("slow", "timeout", "Sandbox.Timedout"),
+        ("suicide", "killed", "SIGKILLed"),
     ):
         first, second = served(source, record_id)
         assert (first.outcome, first.deleted, first.retried) == (outcome, (), first.message_ids)
@@ -191,18 +195,18 @@ async def test_an_exception_an_exit_and_a_timeout_delete_nothing_and_the_records
         assert second.message_ids == first.message_ids
         assert second.records[0].receive_count == 2
         assert (second.outcome, second.deleted) == ("ok", second.message_ids)
-        # Back only when the queue's visibility timeout (3 s from the receive) ran out.
+        # Back only when the queue's visibility timeout (4 s from the receive) ran out.
         received_ms = int(
             first.records[0].event_record["attributes"]["ApproximateFirstReceiveTimestamp"]
         )
-        assert second.started_at - received_ms / 1000 >= 3.0
+        assert second.started_at - received_ms / 1000 >= 4.0
     timed_out, after = served(source, "slow")
     assert timed_out.pid is not None and process_gone(timed_out.pid)
     assert after.pid != timed_out.pid
     assert after.cold_start
     # The timed-out handler saw its real deadline.
     [start] = [s for s in handler_log.lines("start") if s["request_id"] == timed_out.request_id]
-    assert 0 < start["remaining_ms"] <= 1500
+    assert 0 < start["remaining_ms"] <= 2500
     assert sqs.counts(url) == (0, 0)
 
 
@@ -343,3 +347,26 @@ async def test_stop_kills_every_container_and_its_children(
     logs = list((tmp_path / "logs").iterdir())
     assert len(logs) == 3
     assert any("a stray print" in log.read_text() for log in logs)
+
+
+@pytest.mark.slow
+async def test_leaving_on_an_exception_kills_busy_containers_without_waiting(
+    sqs: Sqs, handler_log: HandlerLog
+) -> None:
+    url, _ = sqs.queue(visibility=30)
+    sqs.send(url, {"id": "blocker", "do": "block"})
+    source = SqsEventSource(
+        url, function(handler_log, sqs, url), endpoint_url=sqs.endpoint_url, stop_grace=3600
+    )
+
+    async def crash_while_busy() -> None:
+        async with source:
+            await eventually(lambda: bool(source.busy()), what="a busy container")
+            raise RuntimeError("the test harness failed")
+
+    # Were the hour of grace honoured, this would only end at the bound.
+    with pytest.raises(RuntimeError, match="harness failed"):
+        await asyncio.wait_for(crash_while_busy(), HUNG)
+    [result] = source.results()
+    assert result.outcome == "killed"
+    assert result.pid is not None and process_gone(result.pid)
