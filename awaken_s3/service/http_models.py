@@ -71,6 +71,8 @@ def run_view(run: RunState) -> dict[str, Any]:
         "usage": {
             "input_tokens": run.usage.input_tokens,
             "output_tokens": run.usage.output_tokens,
+            "cache_read_tokens": run.usage.cache_read_tokens,
+            "cache_write_tokens": run.usage.cache_write_tokens,
         },
         "stop_reason": run.stop_reason,
         "error": ({"code": run.error.code, "message": run.error.message} if run.error else None),

@@ -26,6 +26,10 @@ Decisions (see docs in each module for the pure parts):
   is the stored version, for the caller's conditional delete after the commit)
   but does not write again: the caller commits next.
 * A stream that ends without a stop reason is a dropped connection.
+* A stream that stops for tool use without one complete call is an interruption
+  (:class:`ToolCallsLost`), planned like any other: never a final answer.
+* Reusable reasoning and server blocks (:mod:`awaken_s3.streaming.reasoning`) are
+  carried with the prefix; a prefix carrying reasoning never goes out as a prefill.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from typing import Final, Literal
 
 from awaken_s3.errors import CheckpointCorrupt, StreamCheckpointError
 from awaken_s3.ids import validate_run_id, validate_thread_id
+from awaken_s3.messages import KeptBlock
 from awaken_s3.models import StoredCheckpoint, StreamCheckpoint
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.streaming.accumulator import StreamAccumulator
@@ -59,6 +64,7 @@ from awaken_s3.streaming.errors import (
     PrefillRejected,
     ProviderError,
     StreamStalled,
+    ToolCallsLost,
 )
 from awaken_s3.streaming.events import StreamEvent
 from awaken_s3.streaming.outcome import (
@@ -72,6 +78,7 @@ from awaken_s3.streaming.outcome import (
     Usage,
 )
 from awaken_s3.streaming.provider import ModelRequest, Provider
+from awaken_s3.streaming.reasoning import carries_reasoning
 from awaken_s3.streaming.recovery import (
     PlanKind,
     has_reusable_text,
@@ -195,6 +202,7 @@ class _Turn:
             checkpoint_version=version if self.writer is None else self.writer.version,
             retry_count=self.retry_count,
             checkpoint_stats=self.stats.frozen(),
+            dropped_tool_calls=tuple(self.dropped),
         )
 
     def fenced(self, detail: str) -> TurnFailed:
@@ -249,6 +257,26 @@ class _Turn:
             writer=self.r.writer_id,
             suspended=self.suspended,
             last_error=self.last_error,
+        )
+
+    def restart(self, prefix_text: str, blocks: tuple[KeptBlock, ...]) -> None:
+        """Continue from a plan's prefix; carried reasoning means thinking is on, and the
+        APIs refuse a prefill then, so the prefix goes out with a continue message."""
+        if carries_reasoning(blocks):
+            self.prefill = False
+        self.acc.restart(prefix_text, trim_echo=not self.prefill, blocks=blocks)
+
+    def tool_calls_lost(self) -> ToolCallsLost | None:
+        """A tool-use stop without one complete call: an interruption, never an answer."""
+        if self.acc.stop_reason != "tool_use":
+            return None
+        complete, dropped = self.acc.split_tool_calls()
+        if complete:
+            return None
+        return ToolCallsLost(
+            f"the model stopped for tool use but none of its {len(dropped)} tool calls "
+            "was complete",
+            provider=self.r.provider.name,
         )
 
     def close(self) -> None:
@@ -318,7 +346,7 @@ class _Turn:
                     self.last_error = ATTEMPT_LOST
                 if self.retry_count > self.r.retry_policy.max_interruptions:
                     return self.failed(budget_exhausted(self.retry_count, self.last_error), version)
-                self.acc.restart(plan.prefix_text, trim_echo=not self.prefill)
+                self.restart(plan.prefix_text, plan.blocks)
                 resumed = True
 
         self.writer = self.r.writer_factory(
@@ -375,11 +403,15 @@ class _Turn:
             prefix = self.acc.text
             sent_prefix = has_reusable_text(prefix)
             request = (
-                build_continuation_request(self.request, prefix, prefill=self.prefill)
+                build_continuation_request(
+                    self.request, prefix, prefill=self.prefill, blocks=self.acc.reusable_blocks
+                )
                 if sent_prefix
                 else self.request
             )
             ended = await self.attempt(request)
+            if ended == "completed":
+                ended = self.tool_calls_lost() or ended
             if ended == "completed":
                 await writer.settle()
                 if writer.fenced:
@@ -406,7 +438,7 @@ class _Turn:
                 )
                 prefill_fallback_used = True
                 self.prefill = False
-                self.acc.restart(self.acc.text, trim_echo=True)
+                self.acc.restart(self.acc.text, trim_echo=True, blocks=self.acc.reusable_blocks)
                 continue
             if not classified.retryable:
                 if not isinstance(error, ProviderError):
@@ -430,7 +462,7 @@ class _Turn:
                     return self.fenced("the checkpoint was taken over during recovery")
                 return self.completed("tool_use", self.acc.usage, synthesized=True)
             self.dropped.extend(plan.dropped)
-            self.acc.restart(plan.prefix_text, trim_echo=not self.prefill)
+            self.restart(plan.prefix_text, plan.blocks)
             await writer.flush(force=True)
             if writer.fenced:
                 return self.fenced("the checkpoint was taken over during recovery")

@@ -60,6 +60,8 @@ def apply_commit(commit: TurnCommit, *, now: float) -> RunState:
     if commit.final_status is not None:
         changes["status"] = commit.final_status
         changes["lease"] = Lease(owner=None, epoch=base.lease.epoch, lease_until=0.0)
+    if commit.error is not None:
+        changes["error"] = commit.error
     return base.with_(**changes)
 
 
