@@ -2,7 +2,8 @@
 
 The checkpoint is never a conversation store (DynamoDB's Thread commit is the
 authority). It holds just enough to resume one turn: the partial text, the
-partial tool calls and the fencing fields.
+partial tool calls, the complete reasoning and server-tool blocks, and the
+fencing fields.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,12 +116,12 @@ class Cut:
     name: str
     dialect: str
     #: the stream up to the cut (a DROP is appended)
-    parts: list[Part]
+    parts: Sequence[Part]
     plan: str
     #: block types the checkpoint keeps (and the resumed request carries), in order
     carried: list[str]
     #: the stream process B gets
-    resume: list[Part] = field(default_factory=list)
+    resume: Sequence[Part] = ()
     #: block types of the committed turn, and its text
     committed: list[str] = field(default_factory=list)
     text: str = ""
@@ -391,7 +392,7 @@ def block_type(block: dict[str, Any]) -> str:
     return str(block["type"])
 
 
-def stream_of(d: Dialect, parts: list[Part]) -> Scripted:
+def stream_of(d: Dialect, parts: Sequence[Part]) -> Scripted:
     return {"anthropic": aw.stream, "bedrock": bw.stream, "openai": ow.stream}[d.name](*parts)
 
 
