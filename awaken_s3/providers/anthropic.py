@@ -101,10 +101,9 @@ class AnthropicProvider:
     would repeat a request behind the runner's back, double its delays and hide
     the attempts from the checkpoint's retry count.
 
-    ``extra`` holds fields sent with every request (``{"thinking": {"type": "enabled",
-    "budget_tokens": 4096}}`` turns extended thinking on for every run); a request's own
-    ``extra`` overrides them. With thinking on, prefill defaults to off: the API refuses
-    an assistant prefill then.
+    ``extra`` holds fields sent with every request (``{"thinking": {"type": "adaptive"}}``
+    turns extended thinking on for every run); a request's own ``extra`` overrides them.
+    With thinking on, prefill defaults to off: the API refuses an assistant prefill then.
     """
 
     name = NAME

@@ -132,9 +132,9 @@ class StreamAccumulator:
         if isinstance(event, KEPT_EVENTS):
             return self._kept.apply(event)
         if isinstance(event, RefusalDelta):
+            # Not checkpoint content (a refusal is never a prefix), so not counted either.
             if event.text:
                 self._refusal.append(event.text)
-                self.content_chars += len(event.text)
             return False
         raise TypeError(f"not a stream event: {event!r}")
 
