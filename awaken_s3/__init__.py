@@ -19,7 +19,15 @@ from awaken_s3.errors import (
     StreamCheckpointError,
 )
 from awaken_s3.ids import InvalidIdError
-from awaken_s3.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from awaken_s3.messages import (
+    Message,
+    ProviderBlock,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from awaken_s3.models import PartialToolCall, StoredCheckpoint, StreamCheckpoint
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
@@ -126,9 +134,11 @@ __all__ = [
     "OpenAIChatProvider",
     "PartialToolCall",
     "Provider",
+    "ProviderBlock",
     "ProviderCapabilities",
     "ProviderSettings",
     "RecoveryPlan",
+    "RedactedThinkingBlock",
     "RetryPolicy",
     "RunEnd",
     "RunLoop",
@@ -146,6 +156,7 @@ __all__ = [
     "StreamCheckpointStore",
     "SyncStreamCheckpointStore",
     "TextBlock",
+    "ThinkingBlock",
     "Thread",
     "ThreadNotFound",
     "ThreadStore",

@@ -78,6 +78,12 @@ def _describe(stored: StoredCheckpoint, where: str) -> list[str]:
             f"  tool call #{call.index} {call.name or '?'} ({call.id or 'no id'}): "
             f"{'closed' if call.closed else 'open'}, {len(call.arguments)} chars of arguments"
         )
+    if cp.reusable_blocks:
+        kinds = ", ".join(
+            b.block.get("type", "?") if b.type == "provider_block" else b.type
+            for b in cp.reusable_blocks
+        )
+        lines.append(f"  complete blocks carried by a resume: {kinds}")
     lines.append(f"  recovery plan: {plan.kind}")
     for dropped in plan.dropped:
         lines.append(f"    drops #{dropped.index} {dropped.name or '?'}: {dropped.reason}")

@@ -37,7 +37,63 @@ class ToolResultBlock(BaseModel):
     is_error: bool = False
 
 
-ContentBlock = Annotated[TextBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")]
+class ThinkingBlock(BaseModel):
+    """Model reasoning: Anthropic's ``thinking`` block, Bedrock's ``reasoningText``.
+
+    ``signature`` is the provider's proof that it wrote ``thinking``; with extended
+    thinking on, the request after a tool call must carry the block unchanged. A block
+    without a signature (an OpenAI-compatible server's ``reasoning_content``) is kept for
+    the record but never sent back: no API accepts unsigned reasoning.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str = ""
+
+    @property
+    def signed(self) -> bool:
+        return bool(self.signature)
+
+
+class RedactedThinkingBlock(BaseModel):
+    """Reasoning the provider encrypted (Anthropic ``redacted_thinking``, Bedrock
+    ``redactedContent``): opaque ``data``, sent back unchanged. Bedrock's bytes are
+    held base64-encoded."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["redacted_thinking"] = "redacted_thinking"
+    data: str
+
+
+class ProviderBlock(BaseModel):
+    """A block only its provider understands, kept verbatim: Anthropic's server tools
+    (``server_tool_use``, ``web_search_tool_result`` ...). Sent back to that provider
+    exactly as received, and to no other."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["provider_block"] = "provider_block"
+    provider: str
+    block: dict[str, Any]
+
+
+#: blocks of a turn that are neither its text nor its tool calls, kept in stream order
+KeptBlock = Annotated[
+    ThinkingBlock | RedactedThinkingBlock | ProviderBlock, Field(discriminator="type")
+]
+
+ContentBlock = Annotated[
+    TextBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | ProviderBlock,
+    Field(discriminator="type"),
+]
 
 
 class Message(BaseModel):

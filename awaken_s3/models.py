@@ -2,7 +2,8 @@
 
 The checkpoint is never a conversation store (DynamoDB's Thread commit is the
 authority). It holds just enough to resume one turn: the partial text, the
-partial tool calls and the fencing fields.
+partial tool calls, the complete reasoning and server-tool blocks, and the
+fencing fields.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from awaken_s3.errors import CheckpointCorrupt, CheckpointSchemaUnsupported, CheckpointTooLarge
 from awaken_s3.ids import InvalidIdError, RunId, ThreadId
+from awaken_s3.messages import KeptBlock
 
 SCHEMA_VERSION: Final = 1
 # A marker that tells our objects apart from anything else under the prefix.
@@ -68,6 +70,10 @@ class StreamCheckpoint(BaseModel):
     suspended: bool = False
     # Code of the last interruption, so an exhausted budget can name it.
     last_error: str | None = Field(default=None, max_length=256)
+    # Complete, authenticated reasoning (signed thinking, redacted) and paired server-tool
+    # blocks of the partial turn, in stream order: carried verbatim by R1-R3. Optional, so
+    # checkpoints written before it existed still decode.
+    reusable_blocks: tuple[KeptBlock, ...] = ()
 
     @field_validator("schema_version")
     @classmethod
@@ -101,7 +107,9 @@ def encode_checkpoint(
 ) -> bytes:
     """Serialize a checkpoint, refusing bodies over ``max_bytes``."""
     payload: dict[str, Any] = {"format": CHECKPOINT_FORMAT}
-    payload.update(checkpoint.model_dump(mode="json"))
+    # Left out when empty: such a body is the one builds without the field read and write.
+    exclude = None if checkpoint.reusable_blocks else {"reusable_blocks"}
+    payload.update(checkpoint.model_dump(mode="json", exclude=exclude))
     body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     if len(body) > max_bytes:
         raise CheckpointTooLarge(

@@ -6,7 +6,7 @@ The SDK is imported lazily so the package works without the ``anthropic`` extra.
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +15,11 @@ from awaken_s3.providers.api_keys import ApiKey, reveal
 from awaken_s3.providers.classify import classify_http_error, error_fields
 from awaken_s3.providers.hints import parse_retry_after
 from awaken_s3.providers.prefill import PrefillOverride, default_claude_prefill, resolve_prefill
-from awaken_s3.providers.stream_state import ends_with_assistant, stream_from_sdk
+from awaken_s3.providers.stream_state import (
+    ends_with_assistant,
+    stream_from_sdk,
+    thinking_enabled,
+)
 from awaken_s3.streaming.errors import (
     ConnectionDropped,
     ProviderError,
@@ -96,6 +100,10 @@ class AnthropicProvider:
     (``max_retries=0``) because the turn runner owns retry policy: SDK retries
     would repeat a request behind the runner's back, double its delays and hide
     the attempts from the checkpoint's retry count.
+
+    ``extra`` holds fields sent with every request (``{"thinking": {"type": "adaptive"}}``
+    turns extended thinking on for every run); a request's own ``extra`` overrides them.
+    With thinking on, prefill defaults to off: the API refuses an assistant prefill then.
     """
 
     name = NAME
@@ -109,8 +117,10 @@ class AnthropicProvider:
         idle_timeout: float = 60.0,
         connect_timeout: float = 10.0,
         prefill: PrefillOverride = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         self._prefill = prefill
+        self._extra = dict(extra or {})
         self._owns_client = client is None
         if client is None:
             anthropic = _import_sdk()
@@ -135,12 +145,15 @@ class AnthropicProvider:
 
     def capabilities(self, model: str) -> ProviderCapabilities:
         return ProviderCapabilities(
-            assistant_prefill=resolve_prefill(model, self._prefill, default_claude_prefill)
+            assistant_prefill=resolve_prefill(model, self._prefill, self._default_prefill)
         )
+
+    def _default_prefill(self, model: str) -> bool:
+        return not thinking_enabled(self._extra.get("thinking")) and default_claude_prefill(model)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         sent_prefill = ends_with_assistant(request.messages)
-        params = build_anthropic_request(request)
+        params = build_anthropic_request(request, defaults=self._extra)
         # aclosing: an abandoned stream closes its HTTP response now, not at GC.
         async with aclosing(
             stream_from_sdk(

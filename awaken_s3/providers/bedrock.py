@@ -6,7 +6,7 @@ The default inside AWS: no extra dependency, IAM credentials, no API key.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -28,7 +28,11 @@ from awaken_s3.providers.bedrock_format import ConverseStreamTranslator, build_c
 from awaken_s3.providers.classify import classify_bedrock_error
 from awaken_s3.providers.hints import parse_retry_after
 from awaken_s3.providers.prefill import PrefillOverride, default_claude_prefill, resolve_prefill
-from awaken_s3.providers.stream_state import ends_with_assistant, translate_stream
+from awaken_s3.providers.stream_state import (
+    ends_with_assistant,
+    thinking_enabled,
+    translate_stream,
+)
 from awaken_s3.streaming.errors import (
     AuthenticationFailed,
     ConnectionDropped,
@@ -103,6 +107,11 @@ class BedrockConverseProvider:
     stream, so the provider is safe across event loops (a Lambda handler that
     calls ``asyncio.run`` per invocation). ``endpoint_url`` is rarely needed:
     botocore already honours ``AWS_ENDPOINT_URL``.
+
+    ``extra`` holds fields sent with every request, e.g. ``{"additionalModelRequestFields":
+    {"thinking": {"type": "enabled", "budget_tokens": 4096}}}`` for extended thinking on
+    Claude; a request's own ``extra`` overrides them. With thinking on, prefill defaults to
+    off: the model refuses an assistant prefill then.
     """
 
     name = NAME
@@ -117,6 +126,7 @@ class BedrockConverseProvider:
         idle_timeout: float = 60.0,
         connect_timeout: float = 10.0,
         prefill: PrefillOverride = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         self._client = client
         self._session = session
@@ -124,6 +134,7 @@ class BedrockConverseProvider:
         self._endpoint_url = endpoint_url
         self._config = client_config(idle_timeout=idle_timeout, connect_timeout=connect_timeout)
         self._prefill = prefill
+        self._extra = dict(extra or {})
 
     def __repr__(self) -> str:
         return f"BedrockConverseProvider(region_name={self._region_name!r})"
@@ -133,12 +144,19 @@ class BedrockConverseProvider:
 
     def capabilities(self, model: str) -> ProviderCapabilities:
         return ProviderCapabilities(
-            assistant_prefill=resolve_prefill(model, self._prefill, default_claude_prefill)
+            assistant_prefill=resolve_prefill(model, self._prefill, self._default_prefill)
         )
+
+    def _default_prefill(self, model: str) -> bool:
+        fields = self._extra.get("additionalModelRequestFields")
+        thinking = isinstance(fields, Mapping) and any(
+            thinking_enabled(fields.get(key)) for key in ("thinking", "reasoning_config")
+        )
+        return not thinking and default_claude_prefill(model)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         sent_prefill = ends_with_assistant(request.messages)
-        params = build_converse_request(request)
+        params = build_converse_request(request, defaults=self._extra)
         async with AsyncExitStack() as stack:
             client: Any = self._client
             if client is None:

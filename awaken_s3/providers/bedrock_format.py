@@ -7,16 +7,30 @@ the translator reads those.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Mapping
 from typing import Any
 
-from awaken_s3.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from awaken_s3.messages import (
+    Message,
+    ProviderBlock,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from awaken_s3.providers.stream_state import (
     ToolCallIndexer,
     normalise_stop_reason,
+    request_fields,
     rstrip_prefill,
 )
 from awaken_s3.streaming.events import (
+    ReasoningDelta,
+    ReasoningEnd,
+    RedactedReasoning,
     StopEvent,
     StreamEvent,
     TextDelta,
@@ -27,20 +41,43 @@ from awaken_s3.streaming.events import (
 )
 from awaken_s3.streaming.provider import ModelRequest
 
+_Block = (
+    TextBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | ProviderBlock
+)
 
-def _block(block: TextBlock | ToolUseBlock | ToolResultBlock) -> dict[str, Any] | None:
+
+def _block(block: _Block) -> dict[str, Any] | None:
     if isinstance(block, TextBlock):
         # Converse rejects blank text blocks.
         return {"text": block.text} if block.text else None
     if isinstance(block, ToolUseBlock):
         return {"toolUse": {"toolUseId": block.id, "name": block.name, "input": block.input}}
-    return {
-        "toolResult": {
-            "toolUseId": block.tool_use_id,
-            "content": [{"text": block.content}],
-            "status": "error" if block.is_error else "success",
+    if isinstance(block, ToolResultBlock):
+        return {
+            "toolResult": {
+                "toolUseId": block.tool_use_id,
+                "content": [{"text": block.content}],
+                "status": "error" if block.is_error else "success",
+            }
         }
-    }
+    if isinstance(block, ThinkingBlock):
+        # Unsigned reasoning would be refused: it stays in the thread only.
+        if not block.signed:
+            return None
+        text = {"text": block.thinking, "signature": block.signature}
+        return {"reasoningContent": {"reasoningText": text}}
+    if isinstance(block, RedactedThinkingBlock):
+        try:
+            data = base64.b64decode(block.data, validate=True)
+        except (binascii.Error, ValueError):
+            return None  # not a blob this adapter stored; Bedrock would refuse it anyway
+        return {"reasoningContent": {"redactedContent": data}}
+    return None  # another provider's server-tool block
 
 
 def _message(message: Message) -> dict[str, Any]:
@@ -48,8 +85,14 @@ def _message(message: Message) -> dict[str, Any]:
     return {"role": message.role, "content": content}
 
 
-def build_converse_request(request: ModelRequest) -> dict[str, Any]:
-    """Keyword arguments for ``client.converse_stream``."""
+def build_converse_request(
+    request: ModelRequest, *, defaults: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Keyword arguments for ``client.converse_stream``.
+
+    ``defaults`` are the provider's own extra fields (``additionalModelRequestFields``
+    turning thinking on ...), which the request's ``extra`` overrides.
+    """
     inference: dict[str, Any] = {"maxTokens": request.max_tokens}
     if request.temperature is not None:
         inference["temperature"] = request.temperature
@@ -75,17 +118,22 @@ def build_converse_request(request: ModelRequest) -> dict[str, Any]:
                 for tool in request.tools
             ]
         }
-    params.update(request.extra)
+    params.update(request_fields(request, defaults or {}))
     return params
 
 
 class ConverseStreamTranslator:
-    """Turns parsed ConverseStream events into common events."""
+    """Turns parsed ConverseStream events into common events.
 
-    __slots__ = ("_stop_reason", "_tools")
+    A reasoning block has no ``contentBlockStart``: its first ``reasoningContent`` delta
+    opens it, its ``contentBlockStop`` closes it.
+    """
+
+    __slots__ = ("_reasoning", "_stop_reason", "_tools")
 
     def __init__(self) -> None:
         self._tools = ToolCallIndexer()
+        self._reasoning = ToolCallIndexer()
         self._stop_reason: str | None = None
 
     @property
@@ -105,7 +153,11 @@ class ConverseStreamTranslator:
                 if index is None or not fragment:
                     return []
                 return [ToolCallDelta(index, fragment)]
-            return []  # reasoning content is not part of the committed turn
+            if "reasoningContent" in delta:
+                return self._reasoning_delta(
+                    body.get("contentBlockIndex"), delta["reasoningContent"]
+                )
+            return []  # citations are not kept; the cited text is
         if "contentBlockStart" in event:
             body = event["contentBlockStart"]
             tool = body.get("start", {}).get("toolUse")
@@ -114,15 +166,42 @@ class ConverseStreamTranslator:
             index = self._tools.start(body.get("contentBlockIndex"))
             return [ToolCallStart(index, tool["toolUseId"], tool["name"])]
         if "contentBlockStop" in event:
-            index = self._tools.end(event["contentBlockStop"].get("contentBlockIndex"))
-            return [ToolCallEnd(index)] if index is not None else []
+            block = event["contentBlockStop"].get("contentBlockIndex")
+            index = self._tools.end(block)
+            if index is not None:
+                return [ToolCallEnd(index)]
+            reasoning = self._reasoning.end(block)
+            return [ReasoningEnd(reasoning)] if reasoning is not None else []
         if "messageStop" in event:
             self._stop_reason = event["messageStop"].get("stopReason") or "other"
-            return [ToolCallEnd(i) for i in self._tools.end_all()]
+            closing: list[StreamEvent] = [ToolCallEnd(i) for i in self._tools.end_all()]
+            closing.extend(ReasoningEnd(i) for i in self._reasoning.end_all())
+            return closing
         if "metadata" in event:
             usage = event["metadata"].get("usage") or {}
-            return [UsageEvent(usage.get("inputTokens", 0), usage.get("outputTokens", 0))]
+            return [
+                UsageEvent(
+                    usage.get("inputTokens", 0),
+                    usage.get("outputTokens", 0),
+                    usage.get("cacheReadInputTokens", 0),
+                    usage.get("cacheWriteInputTokens", 0),
+                )
+            ]
         return []
+
+    def _reasoning_delta(self, block: Any, body: Mapping[str, Any]) -> list[StreamEvent]:
+        index = self._reasoning.index_of(block)
+        if index is None:
+            index = self._reasoning.start(block)
+        out: list[StreamEvent] = []
+        redacted = body.get("redactedContent")
+        if isinstance(redacted, bytes | bytearray) and redacted:
+            # botocore decodes the blob; base64 keeps it a string in the thread and checkpoint.
+            out.append(RedactedReasoning(index, base64.b64encode(redacted).decode("ascii")))
+        text, signature = body.get("text") or "", body.get("signature") or ""
+        if text or signature or not out:
+            out.append(ReasoningDelta(index, text=text, signature=signature))
+        return out
 
     def finish(self) -> list[StreamEvent]:
         if self._stop_reason is None:

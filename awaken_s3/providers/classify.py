@@ -80,11 +80,14 @@ def mentions_prefill(message: str | None) -> bool:
 
     Neither API gives this rejection its own type or code (it is a plain 400
     ``invalid_request_error`` / ``ValidationException``), so after the
-    structured checks, the message is the only way to tell it apart.
+    structured checks, the message is the only way to tell it apart. Two wordings are
+    known: Claude 4.6 and later "does not support assistant message prefill", and, with
+    thinking on, "a final `assistant` message must start with a thinking block"
+    (backticks included, hence their removal before matching).
     """
     if not message:
         return False
-    lowered = message.lower()
+    lowered = message.lower().replace("`", "")
     return "prefill" in lowered or "final assistant" in lowered or "last assistant" in lowered
 
 

@@ -13,6 +13,9 @@ Environment (set by the SAM template's parameters):
 - ``AWAKEN_API_KEY_MAX_AGE``: seconds Powertools caches the key (default 300)
 - ``AWAKEN_PROVIDER_IDLE_TIMEOUT``: idle-stall timeout in seconds (default 60)
 - ``AWAKEN_PREFILL``: ``true``/``false`` to override the per-model prefill default
+- ``AWAKEN_PROVIDER_EXTRA``: a JSON object of fields sent with every request (extended
+  thinking: ``{"thinking": {"type": "adaptive"}}`` for Anthropic,
+  ``{"additionalModelRequestFields": {"thinking": {...}}}`` for Bedrock)
 
 Keys are fetched through Powertools' parameters utility (decrypted, cached for
 ``max_age``), held as :class:`pydantic.SecretStr`, handed only to the SDK
@@ -65,6 +68,8 @@ class ProviderSettings(BaseModel):
     idle_timeout: float = Field(default=60.0, gt=0)
     prefill: bool | None = None
     region: str | None = None
+    #: fields sent with every request (the adapter's ``extra``)
+    extra: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProviderSettings:
@@ -94,6 +99,14 @@ class ProviderSettings(BaseModel):
             values["api_key_max_age"] = int(env["AWAKEN_API_KEY_MAX_AGE"])
         if env.get("AWAKEN_PROVIDER_IDLE_TIMEOUT"):
             values["idle_timeout"] = float(env["AWAKEN_PROVIDER_IDLE_TIMEOUT"])
+        if env.get("AWAKEN_PROVIDER_EXTRA"):
+            try:
+                extra = json.loads(env["AWAKEN_PROVIDER_EXTRA"])
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"AWAKEN_PROVIDER_EXTRA is not JSON: {exc}") from exc
+            if not isinstance(extra, dict):
+                raise ConfigError("AWAKEN_PROVIDER_EXTRA must be a JSON object")
+            values["extra"] = extra
         settings = cls(**values)
         if settings.api_key_param and settings.api_key_secret:
             raise ConfigError("set AWAKEN_API_KEY_PARAM or AWAKEN_API_KEY_SECRET, not both")
@@ -174,6 +187,7 @@ def build_provider(
             region_name=settings.region,
             idle_timeout=settings.idle_timeout,
             prefill=settings.prefill,
+            extra=settings.extra,
         )
     key = api_key if api_key is not None else load_api_key(settings)
     if settings.provider == "anthropic":
@@ -184,6 +198,7 @@ def build_provider(
             base_url=settings.anthropic_base_url,
             idle_timeout=settings.idle_timeout,
             prefill=settings.prefill,
+            extra=settings.extra,
         )
     from awaken_s3.providers.openai import OpenAIChatProvider
 
@@ -192,4 +207,5 @@ def build_provider(
         base_url=settings.openai_base_url,
         idle_timeout=settings.idle_timeout,
         prefill=settings.prefill,
+        extra=settings.extra,
     )

@@ -6,7 +6,7 @@ The SDK is imported lazily so the package works without the ``openai`` extra.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -93,6 +93,10 @@ class OpenAIChatProvider:
     ``max_tokens_param`` defaults to ``max_completion_tokens`` on OpenAI itself
     (its reasoning models refuse ``max_tokens``) and to ``max_tokens`` when
     ``base_url`` points elsewhere (what compatible servers have long accepted).
+
+    ``extra`` holds fields sent with every request; a request's own ``extra`` overrides
+    them. vLLM's ``continue_final_message`` (with ``add_generation_prompt``) in either
+    is sent only on a request that ends with an assistant message.
     """
 
     name = NAME
@@ -107,8 +111,10 @@ class OpenAIChatProvider:
         connect_timeout: float = 10.0,
         prefill: PrefillOverride = None,
         max_tokens_param: Literal["max_tokens", "max_completion_tokens"] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         self._prefill = prefill
+        self._extra = dict(extra or {})
         if max_tokens_param is None:
             max_tokens_param = "max_completion_tokens" if base_url is None else "max_tokens"
         self._max_tokens_param = max_tokens_param
@@ -143,7 +149,9 @@ class OpenAIChatProvider:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         sent_prefill = ends_with_assistant(request.messages)
-        params = build_openai_request(request, max_tokens_param=self._max_tokens_param)
+        params = build_openai_request(
+            request, max_tokens_param=self._max_tokens_param, defaults=self._extra
+        )
         # aclosing: an abandoned stream closes its HTTP response now, not at GC.
         async with aclosing(
             stream_from_sdk(

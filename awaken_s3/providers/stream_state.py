@@ -16,6 +16,7 @@ from collections.abc import (
     Callable,
     Hashable,
     Iterable,
+    Mapping,
     Sequence,
 )
 from typing import Any, Final, Protocol, TypeVar
@@ -23,6 +24,7 @@ from typing import Any, Final, Protocol, TypeVar
 from awaken_s3.messages import Message, TextBlock
 from awaken_s3.streaming.errors import ConnectionDropped, ProviderError, StreamStalled
 from awaken_s3.streaming.events import StreamEvent
+from awaken_s3.streaming.provider import ModelRequest
 
 _Item = TypeVar("_Item", contravariant=True)
 
@@ -34,15 +36,50 @@ _CLAUDE_STOP_REASONS: Final = {
     "stop_sequence": "stop_sequence",
     # The context window ran out mid-answer: a length stop like max_tokens.
     "model_context_window_exceeded": "max_tokens",
+    # The run fails visibly instead of taking a cut-off answer for a final one.
+    "refusal": "refusal",
+    # A long server-tool turn paused: the run re-sends it so the model continues.
+    "pause_turn": "pause_turn",
 }
 
 
 def normalise_stop_reason(reason: str | None) -> str:
-    """Anthropic/Bedrock stop reason -> end_turn / tool_use / max_tokens / stop_sequence / other.
+    """Anthropic/Bedrock stop reason -> end_turn / tool_use / max_tokens / stop_sequence /
+    refusal / pause_turn / other.
 
     Bedrock's guardrail_intervened and content_filtered fall under "other".
     """
     return _CLAUDE_STOP_REASONS.get(reason or "", "other")
+
+
+def merge_fields(base: Mapping[str, Any], *layers: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` updated by each layer in turn; dict values merge one level deep, so a
+    provider's ``extra_body`` and a request's ``extra_body`` both survive."""
+    merged = dict(base)
+    for layer in layers:
+        for key, value in layer.items():
+            current = merged.get(key)
+            if isinstance(current, Mapping) and isinstance(value, Mapping):
+                merged[key] = {**current, **value}
+            else:
+                merged[key] = value
+    return merged
+
+
+def request_fields(request: ModelRequest, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """The extra fields of one request: the provider's defaults, the request's ``extra``,
+    and its ``continuation_extra`` when it ends with an assistant message."""
+    layers = [request.extra]
+    if ends_with_assistant(request.messages):
+        layers.append(request.continuation_extra)
+    return merge_fields(defaults, *layers)
+
+
+def thinking_enabled(config: object) -> bool:
+    """Whether a ``thinking`` (or Bedrock ``reasoning_config``) setting turns it on."""
+    if not isinstance(config, Mapping):
+        return False
+    return config.get("type") not in (None, "disabled")
 
 
 class StreamTranslator(Protocol[_Item]):
@@ -117,6 +154,10 @@ class ToolCallIndexer:
     def end(self, key: Hashable) -> int | None:
         """Close the call at ``key``; ``None`` when it is not an open tool call."""
         return self._open.pop(key, None)
+
+    def open_keys(self) -> list[Hashable]:
+        """The keys of the open calls, in index order."""
+        return sorted(self._open, key=self._open.__getitem__)
 
     def end_all(self) -> list[int]:
         """Close every open call, in index order."""

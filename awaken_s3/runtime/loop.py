@@ -34,11 +34,13 @@ from typing import Any, Protocol
 from awaken_s3.errors import CheckpointCorrupt, CheckpointFenced, StreamCheckpointError
 from awaken_s3.messages import Message, ToolUseBlock
 from awaken_s3.models import StoredCheckpoint
+from awaken_s3.runtime.endings import turn_ending
 from awaken_s3.runtime.lease import LeaseKeeper
 from awaken_s3.runtime.tools import ToolRegistry, execute_tool_call
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.streaming.outcome import (
     ClassifiedError,
+    DroppedToolCall,
     TurnCompleted,
     TurnFailed,
     TurnFenced,
@@ -396,6 +398,7 @@ class _Drive:
                     continue
                 return await self.fenced(turn.detail)
             if isinstance(turn, TurnFailed):
+                self.report_dropped(current.turn, turn.dropped_tool_calls)
                 return await self.finish(RunStatus.FAILED, turn.error)
             committed = await self.commit_model_turn(current, turn)
             if isinstance(committed, RunResult):
@@ -495,24 +498,29 @@ class _Drive:
         self.run_state = result.run
         return result.run
 
-    async def commit_model_turn(self, run: RunState, turn: TurnCompleted) -> RunState | RunResult:
-        final = not turn.message.tool_uses
-        for dropped in turn.dropped_tool_calls:
+    def report_dropped(self, turn: int, dropped_calls: Sequence[DroppedToolCall]) -> None:
+        for dropped in dropped_calls:
             log.warning(
                 "run %s turn %d: dropped incomplete tool call %s (%s): %s",
                 self.run_id,
-                run.turn,
+                turn,
                 dropped.id,
                 dropped.name,
                 dropped.reason,
             )
+
+    async def commit_model_turn(self, run: RunState, turn: TurnCompleted) -> RunState | RunResult:
+        ending = turn_ending(turn)
+        final = ending.final_status is not None
+        self.report_dropped(run.turn, turn.dropped_tool_calls)
         committed = await self.commit(
             TurnCommit(
                 base=run,
                 messages=(turn.message,),
                 usage=turn.usage,
                 stop_reason=turn.stop_reason,
-                final_status=RunStatus.COMPLETED if final else None,
+                final_status=ending.final_status,
+                error=ending.error,
             )
         )
         if isinstance(committed, RunResult):
@@ -523,6 +531,9 @@ class _Drive:
         deleted = await self.delete_checkpoint(turn.checkpoint_version)
         if final:
             self.checkpoint_left = not deleted
+        if ending.final_status == RunStatus.FAILED:
+            return self.result(RunEnd.FAILED, committed, error=ending.error)
+        if final:
             return self.result(RunEnd.COMPLETED, committed)
         return committed
 

@@ -73,6 +73,8 @@ def run_view(run: RunState) -> dict[str, Any]:
         "usage": {
             "input_tokens": run.usage.input_tokens,
             "output_tokens": run.usage.output_tokens,
+            "cache_read_tokens": run.usage.cache_read_tokens,
+            "cache_write_tokens": run.usage.cache_write_tokens,
         },
         "stop_reason": run.stop_reason,
         "error": public_error(run.error) if run.error else None,

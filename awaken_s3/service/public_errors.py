@@ -35,6 +35,7 @@ PUBLIC_MESSAGES: Final[Mapping[str, str]] = {
     "model_not_found": "the model is not available",
     "context_overflow": "the conversation is too long for the model",
     "content_filtered": "the model provider's content filter stopped the answer",
+    "tool_calls_lost": "the model stopped for a tool call that never arrived whole",
     # the turn runner and retry policy (awaken_s3.streaming)
     "unexpected_error": "an unexpected error stopped the run",
     "retry_budget_exhausted": "the turn was interrupted too many times",
@@ -42,6 +43,11 @@ PUBLIC_MESSAGES: Final[Mapping[str, str]] = {
     "step_limit": "the run reached its limit of model turns",
     "thread_moved_on": "another run changed the thread; start a new run",
     "unknown_tool": "the run asks for a tool this service does not have",
+    "no_progress": "the run was handed over repeatedly without making progress",
+    # turn endings (awaken_s3.runtime.endings)
+    "refusal": "the model refused to answer",
+    # the sweeper (awaken_s3.service.sweeper)
+    "abandoned": "the run was re-sent repeatedly and never made progress",
 }
 
 

@@ -10,12 +10,14 @@ across deltas survives.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from awaken_s3.messages import Message, ToolUseBlock
+from awaken_s3.messages import KeptBlock, Message, ToolUseBlock
 from awaken_s3.models import PartialToolCall, StreamCheckpoint
 from awaken_s3.streaming.continuation import join_at_seam, seam_undecided
 from awaken_s3.streaming.events import (
+    RefusalDelta,
     StopEvent,
     StreamEvent,
     TextDelta,
@@ -25,7 +27,9 @@ from awaken_s3.streaming.events import (
     UsageEvent,
 )
 from awaken_s3.streaming.outcome import DroppedToolCall, Usage
+from awaken_s3.streaming.reasoning import KEPT_EVENTS, KeptBlocks
 from awaken_s3.streaming.recovery import assemble_turn, split_tool_calls
+from awaken_s3.streaming.refusal import REFUSAL, with_refusal
 
 _log = logging.getLogger("awaken_s3.streaming")
 
@@ -67,6 +71,10 @@ class StreamAccumulator:
         self._completed_usage = Usage()
         self._input_tokens = 0
         self._output_tokens = 0
+        self._cache_read_tokens = 0
+        self._cache_write_tokens = 0
+        self._kept = KeptBlocks()
+        self._refusal: list[str] = []
         self.stop_reason: str | None = None
         #: characters of text and tool arguments received so far (all attempts)
         self.content_chars = 0
@@ -115,9 +123,18 @@ class StreamAccumulator:
         if isinstance(event, UsageEvent):
             self._input_tokens = max(self._input_tokens, event.input_tokens)
             self._output_tokens = max(self._output_tokens, event.output_tokens)
+            self._cache_read_tokens = max(self._cache_read_tokens, event.cache_read_tokens)
+            self._cache_write_tokens = max(self._cache_write_tokens, event.cache_write_tokens)
             return False
         if isinstance(event, StopEvent):
             self.stop_reason = event.stop_reason
+            return False
+        if isinstance(event, KEPT_EVENTS):
+            return self._kept.apply(event)
+        if isinstance(event, RefusalDelta):
+            # Not checkpoint content (a refusal is never a prefix), so not counted either.
+            if event.text:
+                self._refusal.append(event.text)
             return False
         raise TypeError(f"not a stream event: {event!r}")
 
@@ -148,7 +165,21 @@ class StreamAccumulator:
 
     @property
     def usage(self) -> Usage:
-        return self._completed_usage + Usage(self._input_tokens, self._output_tokens)
+        return self._completed_usage + Usage(
+            self._input_tokens,
+            self._output_tokens,
+            self._cache_read_tokens,
+            self._cache_write_tokens,
+        )
+
+    @property
+    def reusable_blocks(self) -> tuple[KeptBlock, ...]:
+        """Reasoning and server blocks a continuation may carry (see streaming.reasoning)."""
+        return self._kept.reusable()
+
+    @property
+    def refusal(self) -> str:
+        return "".join(self._refusal)
 
     def split_tool_calls(self) -> tuple[tuple[ToolUseBlock, ...], tuple[DroppedToolCall, ...]]:
         return split_tool_calls(self.tool_calls)
@@ -156,7 +187,10 @@ class StreamAccumulator:
     def message(self) -> tuple[Message, tuple[DroppedToolCall, ...]]:
         """The whole turn (text, then complete calls in stream order) and the dropped calls."""
         complete, dropped = self.split_tool_calls()
-        return assemble_turn(self.final_text, complete), dropped
+        message = assemble_turn(self.final_text, complete, leading=self._kept.committed())
+        if self._refusal or self.stop_reason == REFUSAL:
+            message = with_refusal(message, self.refusal)
+        return message, dropped
 
     def snapshot(
         self,
@@ -183,17 +217,24 @@ class StreamAccumulator:
             writer=writer,
             suspended=suspended,
             last_error=last_error,
+            reusable_blocks=self._kept.reusable(),
         )
 
     # -- attempts -----------------------------------------------------------
 
-    def restart(self, prefix: str, *, trim_echo: bool = False) -> None:
-        """Start a new attempt from ``prefix``: tool calls and the stop reason are dropped.
+    def restart(
+        self, prefix: str, *, trim_echo: bool = False, blocks: Sequence[KeptBlock] = ()
+    ) -> None:
+        """Start a new attempt from ``prefix`` (and the reusable ``blocks`` carried in front
+        of it): tool calls, other blocks, a refusal and the stop reason are dropped.
 
         Usage of the attempt so far is kept (every attempt is paid for).
         """
         self._completed_usage = self.usage
         self._input_tokens = self._output_tokens = 0
+        self._cache_read_tokens = self._cache_write_tokens = 0
+        self._kept.restart(blocks)
+        self._refusal = []
         self._calls = {}
         self.stop_reason = None
         self._chunks = []

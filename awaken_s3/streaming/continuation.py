@@ -31,9 +31,10 @@ Seam policy:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Final
 
-from awaken_s3.messages import Message
+from awaken_s3.messages import KeptBlock, Message, TextBlock
 from awaken_s3.streaming.provider import ModelRequest
 
 MIN_SEAM_OVERLAP: Final = 8
@@ -49,13 +50,22 @@ CONTINUE_INSTRUCTION: Final = (
 
 
 def build_continuation_request(
-    request: ModelRequest, prefix_text: str, *, prefill: bool
+    request: ModelRequest,
+    prefix_text: str,
+    *,
+    prefill: bool,
+    blocks: Sequence[KeptBlock] = (),
 ) -> ModelRequest:
-    """The request that continues ``prefix_text``; ``request`` holds the committed history."""
+    """The request that continues ``prefix_text``; ``request`` holds the committed history.
+
+    ``blocks`` (reusable reasoning and server blocks of the partial turn) go in front of
+    the prefix text, unchanged.
+    """
     prefix = prefix_text.rstrip()
     if not prefix:
         return request
-    messages = [*request.messages, Message.assistant(prefix)]
+    content = (*blocks, TextBlock(text=prefix))
+    messages = [*request.messages, Message(role="assistant", content=content)]
     if not prefill:
         messages.append(Message.user(CONTINUE_INSTRUCTION))
     return dataclasses.replace(request, messages=tuple(messages))

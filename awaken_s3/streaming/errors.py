@@ -54,6 +54,16 @@ class Overloaded(RetryableProviderError):
     code = "overloaded"
 
 
+class ToolCallsLost(RetryableProviderError):
+    """The model stopped to use tools, but not one of its calls was complete.
+
+    Ending the run there would take a cut-off tool request for a final answer; asking
+    again usually yields whole calls.
+    """
+
+    code = "tool_calls_lost"
+
+
 class PermanentProviderError(ProviderError):
     retryable = False
     code = "permanent"

@@ -8,6 +8,7 @@ stream raises a typed :class:`~awaken_s3.streaming.errors.ProviderError`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,13 +49,69 @@ class UsageEvent:
 
     input_tokens: int = 0
     output_tokens: int = 0
+    #: prompt tokens read from / written to the provider's prompt cache (not in ``input_tokens``)
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class StopEvent:
-    """The model ended the turn: ``end_turn``, ``tool_use``, ``max_tokens``, ``stop_sequence``."""
+    """The model ended the turn: ``end_turn``, ``tool_use``, ``max_tokens``, ``stop_sequence``,
+    ``refusal``, ``pause_turn`` or ``other``."""
 
     stop_reason: str
 
 
-StreamEvent = TextDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | UsageEvent | StopEvent
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A fragment of reasoning block ``index`` (0-based, in stream order): its text,
+    its signature, or neither (the block opened)."""
+
+    index: int
+    text: str = ""
+    signature: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RedactedReasoning:
+    """Encrypted reasoning for block ``index``: opaque data, appended as received."""
+
+    index: int
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningEnd:
+    """The provider closed reasoning block ``index``."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderBlockDone:
+    """A complete provider-only block (an Anthropic server tool call or result)."""
+
+    provider: str
+    block: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RefusalDelta:
+    """Refusal text (OpenAI ``delta.refusal``): the model declined instead of answering."""
+
+    text: str
+
+
+StreamEvent = (
+    TextDelta
+    | ToolCallStart
+    | ToolCallDelta
+    | ToolCallEnd
+    | UsageEvent
+    | StopEvent
+    | ReasoningDelta
+    | RedactedReasoning
+    | ReasoningEnd
+    | ProviderBlockDone
+    | RefusalDelta
+)

@@ -10,12 +10,20 @@ from awaken_s3.messages import Message
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens, each kind apart: ``input_tokens`` excludes the prompt tokens read from or
+    written to the provider's cache, which are billed at other rates."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
 
@@ -104,6 +112,8 @@ class TurnFailed:
     checkpoint_version: str | None = None
     retry_count: int = 0
     checkpoint_stats: CheckpointStats = CheckpointStats()
+    #: tool calls dropped by the attempts of this turn, so the loss is reported on failure too
+    dropped_tool_calls: tuple[DroppedToolCall, ...] = ()
     kind: Literal["failed"] = field(default="failed", init=False)
 
 

@@ -26,7 +26,11 @@ class ModelRequest:
     max_tokens: int = 4096
     temperature: float | None = None
     stop_sequences: Sequence[str] = ()
+    #: provider-specific fields merged into every request (a dict value one level deep)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: ... and these only into a request that ends with an assistant message (a prefill
+    #: continuation), e.g. vLLM's ``extra_body={"continue_final_message": True, ...}``
+    continuation_extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,8 @@ Decisions:
   Parsing, not the closed flag, decides: a closed block whose text is not an
   object is dropped. A call without a name or id cannot be executed or answered
   and is dropped too.
+* Reasoning and server-tool blocks never decide the plan; the reusable ones
+  (:mod:`awaken_s3.streaming.reasoning`) ride along with R1-R3 and are dropped by R4.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from awaken_s3.messages import Message, TextBlock, ToolUseBlock
+from awaken_s3.messages import ContentBlock, KeptBlock, Message, TextBlock, ToolUseBlock
 from awaken_s3.models import PartialToolCall, StreamCheckpoint
 from awaken_s3.streaming.outcome import DroppedToolCall
+from awaken_s3.streaming.reasoning import reusable_blocks
 
 PlanKind = Literal["R1", "R2", "R3", "R4"]
 
@@ -42,6 +45,8 @@ class RecoveryPlan:
     tool_calls: tuple[ToolUseBlock, ...]
     #: every incomplete or malformed call, in stream order
     dropped: tuple[DroppedToolCall, ...]
+    #: reusable reasoning and server-tool blocks carried in front of the text (not for R4)
+    blocks: tuple[KeptBlock, ...] = ()
 
     @property
     def needs_model_call(self) -> bool:
@@ -94,10 +99,11 @@ def plan_recovery(checkpoint: StreamCheckpoint) -> RecoveryPlan:
     complete, dropped = split_tool_calls(checkpoint.tool_calls)
     text = checkpoint.partial_text
     reusable = has_reusable_text(text)
+    blocks = reusable_blocks(checkpoint.reusable_blocks)
     if complete:
-        return RecoveryPlan("R2", text if reusable else "", complete, dropped)
+        return RecoveryPlan("R2", text if reusable else "", complete, dropped, blocks)
     if reusable:
-        return RecoveryPlan("R3" if dropped else "R1", text, (), dropped)
+        return RecoveryPlan("R3" if dropped else "R1", text, (), dropped, blocks)
     return RecoveryPlan("R4", "", (), dropped)
 
 
@@ -105,12 +111,15 @@ def synthesized_turn(plan: RecoveryPlan) -> Message:
     """The complete tool-use turn of an R2 plan: saved text, then every complete call."""
     if plan.kind != "R2":
         raise ValueError(f"only an R2 plan synthesizes a turn, not {plan.kind}")
-    return assemble_turn(plan.prefix_text, plan.tool_calls)
+    return assemble_turn(plan.prefix_text, plan.tool_calls, leading=plan.blocks)
 
 
-def assemble_turn(text: str, tool_calls: Iterable[ToolUseBlock]) -> Message:
-    """An assistant message: the text (when there is any), then the tool calls."""
-    blocks: list[TextBlock | ToolUseBlock] = []
+def assemble_turn(
+    text: str, tool_calls: Iterable[ToolUseBlock], *, leading: Iterable[KeptBlock] = ()
+) -> Message:
+    """An assistant message: reasoning and server blocks, the text (when there is any),
+    then the tool calls."""
+    blocks: list[ContentBlock] = list(leading)
     if text:
         blocks.append(TextBlock(text=text))
     blocks.extend(tool_calls)

@@ -34,6 +34,10 @@ Decisions (see docs in each module for the pure parts):
 * When ``run_turn`` returns (or is cancelled) no put of its writer is in flight:
   a writer that has stopped never lands a put later, so the caller's clean-up
   of a fenced writer's object cannot be undone behind its back.
+* A stream that stops for tool use without one complete call is an interruption
+  (:class:`ToolCallsLost`), planned like any other: never a final answer.
+* Reusable reasoning and server blocks (:mod:`awaken_s3.streaming.reasoning`) are
+  carried with the prefix; a prefix carrying reasoning never goes out as a prefill.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final, Literal
 
 from awaken_s3.errors import CheckpointCorrupt, StreamCheckpointError
+from awaken_s3.messages import KeptBlock
 from awaken_s3.models import StoredCheckpoint, StreamCheckpoint
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.streaming.accumulator import StreamAccumulator
@@ -65,6 +70,7 @@ from awaken_s3.streaming.errors import (
     PrefillRejected,
     ProviderError,
     StreamStalled,
+    ToolCallsLost,
 )
 from awaken_s3.streaming.events import StreamEvent
 from awaken_s3.streaming.outcome import (
@@ -79,6 +85,7 @@ from awaken_s3.streaming.outcome import (
     Usage,
 )
 from awaken_s3.streaming.provider import ModelRequest, Provider
+from awaken_s3.streaming.reasoning import carries_reasoning
 from awaken_s3.streaming.recovery import (
     PlanKind,
     has_reusable_text,
@@ -174,6 +181,7 @@ class _Turn:
             checkpoint_version=version if self.writer is None else self.writer.version,
             retry_count=self.retry_count,
             checkpoint_stats=self.stats.frozen(),
+            dropped_tool_calls=tuple(self.dropped),
         )
 
     def fenced(self, detail: str) -> TurnFenced:
@@ -226,6 +234,26 @@ class _Turn:
             writer=self.r.writer_id,
             suspended=self.suspended,
             last_error=self.last_error,
+        )
+
+    def restart(self, prefix_text: str, blocks: tuple[KeptBlock, ...]) -> None:
+        """Continue from a plan's prefix; carried reasoning means thinking is on, and the
+        APIs refuse a prefill then, so the prefix goes out with a continue message."""
+        if carries_reasoning(blocks):
+            self.prefill = False
+        self.acc.restart(prefix_text, trim_echo=not self.prefill, blocks=blocks)
+
+    def tool_calls_lost(self) -> ToolCallsLost | None:
+        """A tool-use stop without one complete call: an interruption, never an answer."""
+        if self.acc.stop_reason != "tool_use":
+            return None
+        complete, dropped = self.acc.split_tool_calls()
+        if complete:
+            return None
+        return ToolCallsLost(
+            f"the model stopped for tool use but none of its {len(dropped)} tool calls "
+            "was complete",
+            provider=self.r.provider.name,
         )
 
     async def close(self) -> None:
@@ -304,7 +332,7 @@ class _Turn:
                     self.last_error = ATTEMPT_LOST
                 if self.retry_count > self.r.retry_policy.max_interruptions:
                     return self.failed(budget_exhausted(self.retry_count, self.last_error), version)
-                self.acc.restart(plan.prefix_text, trim_echo=not self.prefill)
+                self.restart(plan.prefix_text, plan.blocks)
                 resumed = True
 
         self.writer = self.r.writer_factory(
@@ -377,11 +405,15 @@ class _Turn:
             prefix = self.acc.text
             sent_prefix = has_reusable_text(prefix)
             request = (
-                build_continuation_request(self.request, prefix, prefill=self.prefill)
+                build_continuation_request(
+                    self.request, prefix, prefill=self.prefill, blocks=self.acc.reusable_blocks
+                )
                 if sent_prefix
                 else self.request
             )
             ended = await self.attempt(request)
+            if ended == "completed":
+                ended = self.tool_calls_lost() or ended
             if ended == "completed":
                 await writer.settle()
                 if writer.fenced:
@@ -408,7 +440,7 @@ class _Turn:
                 )
                 prefill_fallback_used = True
                 self.prefill = False
-                self.acc.restart(self.acc.text, trim_echo=True)
+                self.acc.restart(self.acc.text, trim_echo=True, blocks=self.acc.reusable_blocks)
                 continue
             if not classified.retryable:
                 if not isinstance(error, ProviderError):
@@ -432,7 +464,7 @@ class _Turn:
                     return self.fenced("the checkpoint was taken over during recovery")
                 return self.completed("tool_use", self.acc.usage, synthesized=True)
             self.dropped.extend(plan.dropped)
-            self.acc.restart(plan.prefix_text, trim_echo=not self.prefill)
+            self.restart(plan.prefix_text, plan.blocks)
             await writer.flush(force=True)
             if writer.fenced:
                 return self.fenced("the checkpoint was taken over during recovery")

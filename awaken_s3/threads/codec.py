@@ -222,6 +222,8 @@ def run_item(run: RunState) -> Item:
         message_count=n_attr(run.message_count),
         usage_in=n_attr(run.usage.input_tokens),
         usage_out=n_attr(run.usage.output_tokens),
+        usage_cache_read=n_attr(run.usage.cache_read_tokens),
+        usage_cache_write=n_attr(run.usage.cache_write_tokens),
         epoch=n_attr(run.lease.epoch),
         lease_until=n_attr(run.lease.lease_until),
         created_at=n_attr(run.created_at),
@@ -273,7 +275,12 @@ def decode_run(item: Mapping[str, Any]) -> RunState:
         status=RunStatus(item["status"]["S"]),
         turn=_get_i(item, "turn"),
         message_count=_get_i(item, "message_count"),
-        usage=Usage(_get_i(item, "usage_in"), _get_i(item, "usage_out")),
+        usage=Usage(
+            _get_i(item, "usage_in"),
+            _get_i(item, "usage_out"),
+            _get_i(item, "usage_cache_read"),
+            _get_i(item, "usage_cache_write"),
+        ),
         error=error,
         stop_reason=_get_s(item, "stop_reason"),
         lease=Lease(

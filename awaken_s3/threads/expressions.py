@@ -372,6 +372,9 @@ def commit_transaction(
         ":new_count": n_attr(new.message_count),
         ":din": n_attr(commit.usage.input_tokens),
         ":dout": n_attr(commit.usage.output_tokens),
+        ":dcr": n_attr(commit.usage.cache_read_tokens),
+        ":dcw": n_attr(commit.usage.cache_write_tokens),
+        ":nil": n_attr(0),
         ":now": n_attr(new.updated_at),
         ":epoch": n_attr(commit.epoch),
         ":turn": n_attr(commit.expected_turn),
@@ -389,11 +392,19 @@ def commit_transaction(
         "message_count = :new_count",
         "usage_in = usage_in + :din",
         "usage_out = usage_out + :dout",
+        # Runs created before cache usage was recorded have no such attributes yet.
+        "usage_cache_read = if_not_exists(usage_cache_read, :nil) + :dcr",
+        "usage_cache_write = if_not_exists(usage_cache_write, :nil) + :dcw",
         "updated_at = :now",
     ]
     if commit.stop_reason is not None:
         sets.append("stop_reason = :stop")
         values[":stop"] = s_attr(commit.stop_reason)
+    names = {"#status": "status"}
+    if commit.error is not None:
+        sets.append("#error = :error")
+        values[":error"] = codec.error_attr(commit.error)
+        names["#error"] = "error"
     messages = [
         {
             "Put": {
@@ -413,7 +424,7 @@ def commit_transaction(
             "ConditionExpression": (
                 "epoch = :epoch AND turn = :turn AND message_count = :count AND #status = :running"
             ),
-            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }

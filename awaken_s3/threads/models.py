@@ -144,6 +144,8 @@ class TurnCommit:
     stop_reason: str | None = None
     #: set to finish the run in the same transaction (``completed`` after the last turn)
     final_status: RunStatus | None = None
+    #: recorded on the run with ``final_status`` (a refused turn fails its run)
+    error: ClassifiedError | None = None
 
     @property
     def run_id(self) -> str:

@@ -140,6 +140,8 @@ def apply_commit(commit: TurnCommit, *, now: float) -> RunState:
         changes["status"] = commit.final_status
         changes["lease"] = Lease(owner=None, epoch=base.lease.epoch, lease_until=0.0)
         changes["sweep_at"] = None
+    if commit.error is not None:
+        changes["error"] = commit.error
     return base.with_(**changes)
 
 

@@ -164,7 +164,12 @@ def test_run_state_and_cancel(aws: Aws) -> None:
     status, run = call("GET", "/runs/run-1")
     assert status == 200
     assert run["status"] == "queued"
-    assert run["usage"] == {"input_tokens": 0, "output_tokens": 0}
+    assert run["usage"] == {
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+    }
     assert run["error"] is None
     assert "lease" not in run and "owner" not in run
     status, cancelled = call("POST", "/runs/run-1/cancel")

@@ -18,8 +18,10 @@ from awaken_s3.service.scoping import (
     scoped_id,
     validate_public_run_id,
 )
+from awaken_s3.service.sweeper import ABANDONED
 from awaken_s3.streaming import errors as provider_errors
 from awaken_s3.streaming.outcome import ClassifiedError
+from awaken_s3.streaming.refusal import REFUSAL
 from awaken_s3.streaming.retry import budget_exhausted, classify
 from handlers.api import event_problem, subject
 from tests.handlers.conftest import http_event
@@ -37,7 +39,8 @@ def _provider_error_classes() -> list[type[provider_errors.ProviderError]]:
 
 def test_every_code_the_worker_can_record_has_a_fixed_public_text() -> None:
     codes = {cls.code for cls in _provider_error_classes()}
-    codes |= {loop.STEP_LIMIT, loop.THREAD_MOVED_ON, loop.UNKNOWN_TOOL}
+    codes |= {loop.STEP_LIMIT, loop.THREAD_MOVED_ON, loop.UNKNOWN_TOOL, loop.NO_PROGRESS}
+    codes |= {REFUSAL, ABANDONED}
     codes |= {classify(RuntimeError("x")).code, budget_exhausted(3, "throttled").code}
     assert codes <= set(PUBLIC_MESSAGES), codes - set(PUBLIC_MESSAGES)
 

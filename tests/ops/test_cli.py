@@ -12,7 +12,7 @@ import pytest
 
 from awaken_s3.cli import main
 from awaken_s3.local.moto import MotoServer
-from awaken_s3.messages import Message
+from awaken_s3.messages import Message, ThinkingBlock
 from awaken_s3.models import PartialToolCall, StreamCheckpoint
 from awaken_s3.stores.s3 import S3StreamCheckpointStore
 from awaken_s3.threads.dynamo import DynamoThreadStore, create_table
@@ -51,6 +51,7 @@ def _checkpoint(run_id: str, turn: int = 0) -> StreamCheckpoint:
         ),
         epoch=1,
         writer="worker-a",
+        reusable_blocks=(ThinkingBlock(thinking="Look it up.", signature="c2ln"),),
     )
 
 
@@ -97,6 +98,7 @@ def test_show_prints_the_partial_and_the_plan_it_implies(
     assert "tool call #1 lookup (call_2): open" in out
     assert "recovery plan: R2" in out
     assert "drops #1 lookup" in out
+    assert "complete blocks carried by a resume: thinking" in out
 
     assert main(["checkpoints", "show", "live", "--json"]) == 0
     document = json.loads(capsys.readouterr().out)

@@ -64,11 +64,32 @@ def test_openai_compatible_selection_from_env() -> None:
     assert provider.capabilities("qwen2.5:7b").assistant_prefill is True
 
 
+def test_provider_extra_turns_thinking_on_for_every_run() -> None:
+    thinking = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+    settings = ProviderSettings.from_env(
+        {
+            "AWS_REGION": "us-east-1",
+            "AWAKEN_PROVIDER_EXTRA": json.dumps({"additionalModelRequestFields": thinking}),
+        }
+    )
+    provider = build_provider(settings)
+    assert isinstance(provider, BedrockConverseProvider)
+    # Prefill is refused with thinking on, so the default follows it.
+    assert provider.capabilities("us.anthropic.claude-sonnet-4-5-v1:0").assistant_prefill is False
+    assert (
+        build_provider(ProviderSettings.from_env({"AWS_REGION": "us-east-1"}))
+        .capabilities("us.anthropic.claude-sonnet-4-5-v1:0")
+        .assistant_prefill
+    )
+
+
 @pytest.mark.parametrize(
     "env",
     [
         {"AWAKEN_PROVIDER": "vertex"},
         {"AWAKEN_PREFILL": "maybe"},
+        {"AWAKEN_PROVIDER_EXTRA": "{not json"},
+        {"AWAKEN_PROVIDER_EXTRA": "[1]"},
         {
             "AWAKEN_PROVIDER": "anthropic",
             "AWAKEN_API_KEY_PARAM": "/a",

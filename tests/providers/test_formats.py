@@ -95,9 +95,10 @@ def test_indexer_numbers_calls_in_start_order() -> None:
 def test_stop_reasons_are_normalised() -> None:
     for raw, expected in [
         ("end_turn", "end_turn"),
-        ("refusal", "other"),
+        ("refusal", "refusal"),
         ("model_context_window_exceeded", "max_tokens"),
-        ("pause_turn", "other"),
+        ("pause_turn", "pause_turn"),
+        ("something_new", "other"),
     ]:
         t = AnthropicStreamTranslator()
         t.feed(NS(type="message_delta", delta=NS(stop_reason=raw), usage=None))
@@ -112,7 +113,7 @@ def test_stop_reasons_are_normalised() -> None:
         assert o.finish() == [StopEvent(expected)]
 
 
-def test_anthropic_counts_cached_prompt_tokens_as_input() -> None:
+def test_anthropic_reports_cache_reads_and_writes_apart_from_input() -> None:
     t = AnthropicStreamTranslator()
     usage = NS(
         input_tokens=10,
@@ -120,7 +121,12 @@ def test_anthropic_counts_cached_prompt_tokens_as_input() -> None:
         cache_read_input_tokens=1000,
         output_tokens=1,
     )
-    assert t.feed(NS(type="message_start", message=NS(usage=usage))) == [UsageEvent(1110, 1)]
+    assert t.feed(NS(type="message_start", message=NS(usage=usage))) == [
+        UsageEvent(10, 1, cache_read_tokens=1000, cache_write_tokens=100)
+    ]
+    # message_delta carries only the fields that changed: the others keep their totals.
+    delta = NS(type="message_delta", delta=NS(stop_reason="end_turn"), usage=NS(output_tokens=9))
+    assert t.feed(delta) == [UsageEvent(10, 9, cache_read_tokens=1000, cache_write_tokens=100)]
 
 
 def test_openai_ignores_other_choices_and_names_a_call_without_id() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from typing import Any
 
@@ -119,4 +121,127 @@ def error_response(
         status,
         {"Content-Type": "application/json", "request-id": "req_012", **(headers or {})},
         [body.encode()],
+    )
+
+
+# -- extended thinking, server tools, refusals ---------------------------------
+
+
+def sign(thinking: str) -> str:
+    """The wire server's signature of a thinking text: any change to the text (or a
+    signature copied onto other text) fails :mod:`tests.providers.wire.validation`."""
+    digest = hashlib.sha256(b"wire-signing-key\0" + thinking.encode()).digest()
+    return base64.b64encode(digest).decode()
+
+
+def thinking_block(
+    index: int, chunks: list[str], *, signed: bool = True, closed: bool = True
+) -> list[bytes]:
+    """A thinking block: start, thinking deltas, then (the API sends it last) the signature."""
+    parts = [
+        _ev(
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+            }
+        ),
+        *[
+            _ev(
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "thinking_delta", "thinking": c},
+                }
+            )
+            for c in chunks
+        ],
+    ]
+    if signed:
+        parts.append(
+            _ev(
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "signature_delta", "signature": sign("".join(chunks))},
+                }
+            )
+        )
+    if closed:
+        parts.append(block_stop(index))
+    return parts
+
+
+def redacted_thinking_start(index: int, data: str) -> bytes:
+    return _ev(
+        {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": {"type": "redacted_thinking", "data": data},
+        }
+    )
+
+
+def text_start(index: int) -> bytes:
+    return _ev(
+        {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": {"type": "text", "text": ""},
+        }
+    )
+
+
+def text_delta(index: int, chunk: str) -> bytes:
+    return _ev(
+        {
+            "type": "content_block_delta",
+            "index": index,
+            "delta": {"type": "text_delta", "text": chunk},
+        }
+    )
+
+
+def tool_start_with_input(index: int, tool_id: str, name: str, tool_input: dict[str, Any]) -> bytes:
+    return _ev(
+        {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input},
+        }
+    )
+
+
+def server_tool_use_start(index: int, tool_id: str, name: str = "web_search") -> bytes:
+    return _ev(
+        {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": {"type": "server_tool_use", "id": tool_id, "name": name, "input": {}},
+        }
+    )
+
+
+SEARCH_RESULTS: list[dict[str, Any]] = [
+    {
+        "type": "web_search_result",
+        "title": "Paris weather",
+        "url": "https://weather.example/paris",
+        "encrypted_content": "EqgfCioIARgBIiQ3YTAwMjY1Mi1mZjM5LTQ1NGUtODgxNC1kNjNjNTk1ZWI3Y2M",
+        "page_age": "2 hours ago",
+    }
+]
+
+
+def web_search_result_start(index: int, tool_use_id: str) -> bytes:
+    return _ev(
+        {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": {
+                "type": "web_search_tool_result",
+                "tool_use_id": tool_use_id,
+                "content": SEARCH_RESULTS,
+            },
+        }
     )

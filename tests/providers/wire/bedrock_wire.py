@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
+from tests.providers.wire.anthropic_wire import sign
 from tests.providers.wire.eventstream import event, exception
 from tests.providers.wire.server import Part, Scripted
 
@@ -80,4 +82,54 @@ def error_response(
             **(headers or {}),
         },
         [json.dumps({"message": message}).encode()],
+    )
+
+
+# -- reasoning (extended thinking on Claude) ---------------------------------
+
+
+def reasoning_text(index: int, fragment: str) -> bytes:
+    return event(
+        "contentBlockDelta",
+        {"contentBlockIndex": index, "delta": {"reasoningContent": {"text": fragment}}},
+    )
+
+
+def reasoning_signature(index: int, thinking: str) -> bytes:
+    return event(
+        "contentBlockDelta",
+        {"contentBlockIndex": index, "delta": {"reasoningContent": {"signature": sign(thinking)}}},
+    )
+
+
+def redacted_reasoning(index: int, data: bytes) -> bytes:
+    # A blob travels base64-encoded in the event's JSON payload; botocore decodes it.
+    encoded = base64.b64encode(data).decode()
+    return event(
+        "contentBlockDelta",
+        {"contentBlockIndex": index, "delta": {"reasoningContent": {"redactedContent": encoded}}},
+    )
+
+
+def reasoning_block(index: int, chunks: list[str], *, signed: bool = True) -> list[bytes]:
+    parts = [reasoning_text(index, c) for c in chunks]
+    if signed:
+        parts.append(reasoning_signature(index, "".join(chunks)))
+    parts.append(block_stop(index))
+    return parts
+
+
+def metadata_with_cache(input_tokens: int, output_tokens: int, read: int, write: int) -> bytes:
+    return event(
+        "metadata",
+        {
+            "usage": {
+                "inputTokens": input_tokens,
+                "outputTokens": output_tokens,
+                "totalTokens": input_tokens + output_tokens + read + write,
+                "cacheReadInputTokens": read,
+                "cacheWriteInputTokens": write,
+            },
+            "metrics": {"latencyMs": 321},
+        },
     )

@@ -42,8 +42,26 @@ class Dialect:
     model: str
 
     def provider(
-        self, wire: WireServer, *, idle_timeout: float = 5.0, prefill: PrefillOverride = None
+        self,
+        wire: WireServer,
+        *,
+        idle_timeout: float = 5.0,
+        prefill: PrefillOverride = None,
+        extra: dict[str, Any] | None = None,
     ) -> Provider:
+        return wire.track(
+            self.build(wire.url, idle_timeout=idle_timeout, prefill=prefill, extra=extra)
+        )
+
+    def build(
+        self,
+        url: str,
+        *,
+        idle_timeout: float = 5.0,
+        prefill: PrefillOverride = None,
+        extra: dict[str, Any] | None = None,
+    ) -> Provider:
+        """The adapter pointed at a wire server (the caller closes it)."""
         raise NotImplementedError
 
     # -- stream pieces (an interrupted stream is pieces without an end) --
@@ -92,13 +110,16 @@ class AnthropicDialect(Dialect):
     name = "anthropic"
     model = "claude-opus-4-6"
 
-    def provider(
-        self, wire: WireServer, *, idle_timeout: float = 5.0, prefill: PrefillOverride = None
+    def build(
+        self,
+        url: str,
+        *,
+        idle_timeout: float = 5.0,
+        prefill: PrefillOverride = None,
+        extra: dict[str, Any] | None = None,
     ) -> Provider:
-        return wire.track(
-            AnthropicProvider(
-                api_key=API_KEY, base_url=wire.url, idle_timeout=idle_timeout, prefill=prefill
-            )
+        return AnthropicProvider(
+            api_key=API_KEY, base_url=url, idle_timeout=idle_timeout, prefill=prefill, extra=extra
         )
 
     def start(self) -> list[Part]:
@@ -144,16 +165,20 @@ class OpenAIDialect(Dialect):
     name = "openai"
     model = ow.MODEL
 
-    def provider(
-        self, wire: WireServer, *, idle_timeout: float = 5.0, prefill: PrefillOverride = None
+    def build(
+        self,
+        url: str,
+        *,
+        idle_timeout: float = 5.0,
+        prefill: PrefillOverride = None,
+        extra: dict[str, Any] | None = None,
     ) -> Provider:
-        return wire.track(
-            OpenAIChatProvider(
-                api_key=API_KEY,
-                base_url=f"{wire.url}/v1",
-                idle_timeout=idle_timeout,
-                prefill=prefill,
-            )
+        return OpenAIChatProvider(
+            api_key=API_KEY,
+            base_url=f"{url}/v1",
+            idle_timeout=idle_timeout,
+            prefill=prefill,
+            extra=extra,
         )
 
     def start(self) -> list[Part]:
@@ -204,16 +229,20 @@ class BedrockDialect(Dialect):
     name = "bedrock"
     model = bw.MODEL
 
-    def provider(
-        self, wire: WireServer, *, idle_timeout: float = 5.0, prefill: PrefillOverride = None
+    def build(
+        self,
+        url: str,
+        *,
+        idle_timeout: float = 5.0,
+        prefill: PrefillOverride = None,
+        extra: dict[str, Any] | None = None,
     ) -> Provider:
-        return wire.track(
-            BedrockConverseProvider(
-                endpoint_url=wire.url,
-                region_name="us-east-1",
-                idle_timeout=idle_timeout,
-                prefill=prefill,
-            )
+        return BedrockConverseProvider(
+            endpoint_url=url,
+            region_name="us-east-1",
+            idle_timeout=idle_timeout,
+            prefill=prefill,
+            extra=extra,
         )
 
     def start(self) -> list[Part]:
@@ -252,3 +281,7 @@ class BedrockDialect(Dialect):
 
 
 DIALECTS: list[Dialect] = [AnthropicDialect(), OpenAIDialect(), BedrockDialect()]
+
+
+def by_name(name: str) -> Dialect:
+    return next(d for d in DIALECTS if d.name == name)

@@ -15,7 +15,7 @@ def chunk(
     delta: dict[str, Any] | None = None,
     *,
     finish_reason: str | None = None,
-    usage: dict[str, int] | None = None,
+    usage: dict[str, Any] | None = None,
     choices: bool = True,
 ) -> bytes:
     payload: dict[str, Any] = {
@@ -102,4 +102,51 @@ def error_response(
         status,
         {"Content-Type": "application/json", "x-request-id": "req_2", **(headers or {})},
         [body.encode()],
+    )
+
+
+# -- refusals, reasoning, and how compatible servers number tool calls ---------
+
+
+def refusal(fragment: str) -> bytes:
+    return chunk({"refusal": fragment})
+
+
+def reasoning(fragment: str, *, field: str = "reasoning_content") -> bytes:
+    """vLLM / DeepSeek (``reasoning_content``) or Ollama (``reasoning``) reasoning text."""
+    return chunk({field: fragment})
+
+
+def tool_fragment(
+    *,
+    index: int | None = None,
+    call_id: str | None = None,
+    name: str | None = None,
+    arguments: str | None = None,
+) -> bytes:
+    """One ``delta.tool_calls`` entry with only the fields given: servers differ in which
+    they send (Ollama: ``index`` 0 for every call; Gemini: no ``index``)."""
+    call: dict[str, Any] = {"type": "function"}
+    if index is not None:
+        call["index"] = index
+    if call_id is not None:
+        call["id"] = call_id
+    function: dict[str, Any] = {}
+    if name is not None:
+        function["name"] = name
+    if arguments is not None:
+        function["arguments"] = arguments
+    call["function"] = function
+    return chunk({"tool_calls": [call]})
+
+
+def usage_with_cache(prompt: int, completion: int, cached: int) -> bytes:
+    return chunk(
+        choices=False,
+        usage={
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        },
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
@@ -56,6 +57,9 @@ class WireServer:
     def __init__(self) -> None:
         self.script: list[Scripted] = []
         self.received: list[Received] = []
+        #: request validation, as the real API does it: a response here (an error)
+        #: answers the request instead of the next scripted one
+        self.validate: Callable[[Received], Scripted | None] | None = None
         self._release = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._providers: list[Any] = []
@@ -75,17 +79,20 @@ class WireServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
-        self.received.append(
-            Received(
-                request.method,
-                request.path,
-                {k.lower(): v for k, v in request.headers.items()},
-                body,
-            )
+        received = Received(
+            request.method,
+            request.path,
+            {k.lower(): v for k, v in request.headers.items()},
+            body,
         )
-        if not self.script:
+        self.received.append(received)
+        rejected = self.validate(received) if self.validate is not None else None
+        if rejected is not None:
+            scripted = rejected
+        elif not self.script:
             return web.json_response({"message": "no scripted response"}, status=599)
-        scripted = self.script.pop(0)
+        else:
+            scripted = self.script.pop(0)
         response = web.StreamResponse(status=scripted.status, headers=scripted.headers)
         await response.prepare(request)
         for part in scripted.parts:

@@ -1,0 +1,44 @@
+"""What a completed model turn does to its run (pure).
+
+| the turn                                   | the run                                      |
+|--------------------------------------------|----------------------------------------------|
+| has tool calls                             | goes on: the tools run next                  |
+| stopped with ``pause_turn``                | goes on: the next turn re-sends the thread,  |
+|                                            | which ends with the paused message, and the  |
+|                                            | model continues it (as Anthropic documents)  |
+| stopped with ``refusal``                   | fails with ``refusal``; the refused message  |
+|                                            | (ending in the refusal) is committed with it |
+| anything else                              | completes                                    |
+
+A tool-use stop without a complete call never reaches the loop: the turn runner
+treats it as an interruption (``tool_calls_lost``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from awaken_s3.streaming.outcome import ClassifiedError, TurnCompleted
+from awaken_s3.streaming.refusal import REFUSAL, refusal_of
+from awaken_s3.threads.models import RunStatus
+
+PAUSE_TURN: Final = "pause_turn"
+#: longest refusal text copied into the run's error record
+MAX_ERROR_TEXT: Final = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnding:
+    #: None: the run goes on
+    final_status: RunStatus | None
+    error: ClassifiedError | None = None
+
+
+def turn_ending(turn: TurnCompleted) -> TurnEnding:
+    if turn.message.tool_uses or turn.stop_reason == PAUSE_TURN:
+        return TurnEnding(None)
+    if turn.stop_reason == REFUSAL:
+        text = refusal_of(turn.message)[:MAX_ERROR_TEXT]
+        return TurnEnding(RunStatus.FAILED, ClassifiedError(REFUSAL, text, retryable=False))
+    return TurnEnding(RunStatus.COMPLETED)
