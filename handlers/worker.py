@@ -116,6 +116,7 @@ def record_tally(tally: TurnTally) -> None:
     _count("CheckpointFenced", tally.checkpoint_fenced)
     _count("CheckpointLoadFailures", tally.checkpoint_load_failures)
     _count("CheckpointRepaired", tally.checkpoint_repaired)
+    _count("CheckpointNewerSchema", tally.checkpoint_newer_schema)
 
 
 def record_result(result: RunResult) -> None:
@@ -210,6 +211,8 @@ class Invocation:
                 "tool_calls": result.tool_calls,
                 "worker_id": writer,
                 "error_code": result.error.code if result.error else None,
+                # The caller sees only the code; the provider's own words are for operators.
+                "error_message": result.error.message if result.error else None,
             },
         )
         action = disposition(result, now=time.time(), lease_seconds=self.settings.lease_seconds)

@@ -31,7 +31,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-from awaken_s3.errors import CheckpointCorrupt, CheckpointFenced, StreamCheckpointError
+from awaken_s3.errors import (
+    CheckpointCorrupt,
+    CheckpointFenced,
+    CheckpointSchemaUnsupported,
+    StreamCheckpointError,
+)
 from awaken_s3.messages import Message, ToolUseBlock
 from awaken_s3.models import StoredCheckpoint
 from awaken_s3.runtime.endings import turn_ending
@@ -223,9 +228,10 @@ async def _clean_leftover(checkpoints: StreamCheckpointStore, run_id: str) -> bo
     leaves one), conditionally on the version read. True when one is left behind."""
     try:
         stored = await checkpoints.get(run_id)
-    except CheckpointCorrupt as exc:
+    except (CheckpointCorrupt, CheckpointSchemaUnsupported) as exc:
+        # The run ended: whatever is stored is stale, a newer build's checkpoint included.
         if exc.version is None:
-            log.warning("run %s: a corrupt leftover checkpoint without a version: %s", run_id, exc)
+            log.warning("run %s: a leftover checkpoint without a version: %s", run_id, exc)
             return True
         version: str | None = exc.version
     except StreamCheckpointError as exc:
@@ -463,7 +469,25 @@ class _Drive:
             return stored
         return stored
 
-    async def delete_checkpoint(self, version: str | None) -> bool:
+    async def delete_turn_checkpoint(self, turn_index: int, turn: TurnCompleted) -> bool:
+        """Delete the committed turn's checkpoint; True when none of it is left."""
+        if turn.checkpoint_version is not None:
+            return await self.delete_checkpoint(turn.checkpoint_version)
+        stats = turn.checkpoint_stats
+        if stats.puts == 0 and stats.failures == 0:
+            return True  # the turn never wrote one
+        # A put whose answer was lost may have landed: look, and delete what is there if it
+        # is a checkpoint of this turn or an earlier one (stale now), at the version read.
+        try:
+            stored = await self.loop.checkpoints.get(self.run_id)
+        except StreamCheckpointError as exc:
+            log.warning("run %s: could not look for the turn's checkpoint: %s", self.run_id, exc)
+            return False
+        if stored is None or stored.checkpoint.turn > turn_index:
+            return True
+        return await self.delete_checkpoint(stored.version)
+
+    async def delete_checkpoint(self, version: str) -> bool:
         """True when no checkpoint of this run is left (deleted, or rewritten meanwhile)."""
         try:
             await self.loop.checkpoints.delete(self.run_id, expected_version=version)
@@ -528,9 +552,11 @@ class _Drive:
         self.turns += 1
         # After the commit, never before: a crash in between leaves a stale checkpoint that
         # the next invocation (or the redelivery of an ended run) deletes without replaying.
-        deleted = await self.delete_checkpoint(turn.checkpoint_version)
+        deleted = await self.delete_turn_checkpoint(run.turn, turn)
         if final:
-            self.checkpoint_left = not deleted
+            # A newer build's checkpoint this build left alone is stale now: the record is
+            # kept so that its next delivery, finding the run ended, deletes it.
+            self.checkpoint_left = not deleted or turn.checkpoint_stats.newer_schema > 0
         if ending.final_status == RunStatus.FAILED:
             return self.result(RunEnd.FAILED, committed, error=ending.error)
         if final:

@@ -22,6 +22,8 @@ class TurnTally:
     checkpoint_bytes: int = 0
     #: lost conditions that turned out not to be a newer owner (the object was replaced)
     checkpoint_repaired: int = 0
+    #: checkpoints a newer build wrote, left alone
+    checkpoint_newer_schema: int = 0
 
     def add(self, outcome: TurnOutcome) -> None:
         if isinstance(outcome, TurnCompleted) and outcome.plan_kind is not None:
@@ -33,6 +35,7 @@ class TurnTally:
         self.checkpoint_load_failures += stats.load_failures
         self.checkpoint_bytes += stats.bytes
         self.checkpoint_repaired += stats.repaired
+        self.checkpoint_newer_schema += stats.newer_schema
 
 
 @dataclass

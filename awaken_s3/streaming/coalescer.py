@@ -78,6 +78,7 @@ class StatsCounter:
         self.bytes = 0
         self.load_failures = 0
         self.repaired = 0
+        self.newer_schema = 0
 
     def frozen(self) -> CheckpointStats:
         return CheckpointStats(
@@ -87,6 +88,7 @@ class StatsCounter:
             bytes=self.bytes,
             load_failures=self.load_failures,
             repaired=self.repaired,
+            newer_schema=self.newer_schema,
         )
 
 

@@ -60,6 +60,9 @@ class CheckpointStats:
     #: lost conditions the run record showed were not a newer owner: the stored object was
     #: wrong (deleted under the writer, from an impossible epoch, a leftover) and replaced
     repaired: int = 0
+    #: a checkpoint a newer build wrote was found and left alone (the turn ran without
+    #: checkpoints); it outlives the turn, so the caller cleans it up once the run has ended
+    newer_schema: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final, Literal
 
-from awaken_s3.errors import CheckpointCorrupt, StreamCheckpointError
+from awaken_s3.errors import CheckpointCorrupt, CheckpointSchemaUnsupported, StreamCheckpointError
 from awaken_s3.messages import KeptBlock
 from awaken_s3.models import StoredCheckpoint, StreamCheckpoint
 from awaken_s3.stores.base import StreamCheckpointStore
@@ -168,6 +168,8 @@ class _Turn:
         self.acc = StreamAccumulator(trim_echo=not self.prefill)
         self.writer: CheckpointWriter | None = None
         self.chars_at_start = 0
+        #: False when the stored object must be left alone (a newer build's checkpoint)
+        self.checkpointing = runner.checkpoint_policy.enabled
 
     # -- outcomes -----------------------------------------------------------
 
@@ -335,7 +337,8 @@ class _Turn:
                 self.restart(plan.prefix_text, plan.blocks)
                 resumed = True
 
-        self.writer = self.r.writer_factory(
+        factory = self.r.writer_factory if self.checkpointing else NullCheckpointWriter
+        self.writer = factory(
             WriterContext(
                 store=self.r.store,
                 run_id=self.run_id,
@@ -384,6 +387,18 @@ class _Turn:
             except StreamCheckpointError as delete_exc:
                 checkpoint_log.warning("run %s: could not delete it: %s", self.run_id, delete_exc)
                 return None, False
+            return None, True
+        except CheckpointSchemaUnsupported as exc:
+            # A newer build wrote it (a rollback, a rolling deploy): not ours to read, replace
+            # or delete while the run goes on. This turn runs without checkpoints.
+            self.stats.newer_schema += 1
+            self.checkpointing = False
+            checkpoint_log.warning(
+                "run %s: the checkpoint has schema version %d, newer than this build reads; "
+                "it is left alone and this turn runs without checkpoints",
+                self.run_id,
+                exc.schema_version,
+            )
             return None, True
         except StreamCheckpointError as exc:
             self.stats.load_failures += 1

@@ -9,7 +9,6 @@ ended, handed over, or held by another live epoch. Memory and DynamoDB + S3 on m
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from typing import Any
 
@@ -280,14 +279,79 @@ async def test_a_claim_after_a_dead_holder_reports_how_long_the_run_waited(
 
     await start_again(threads)
     fresh = await make_loop(answer_model(), no_tools(), worker="w3").run("r2")
+    assert fresh.end == RunEnd.COMPLETED
     assert fresh.resume_delay is None  # nobody held it before
 
 
 async def start_again(threads: ThreadStore) -> None:
+    """A second run, on a thread of its own (the scripted model counts turns per thread)."""
+    await threads.create_thread("t2", owner="alice")
     await threads.create_run(
-        "r2",
-        thread_id="t1",
-        owner="alice",
-        settings=dataclasses.replace(SETTINGS),
-        messages=[Message.user("again")],
+        "r2", thread_id="t2", owner="alice", settings=SETTINGS, messages=[Message.user("again")]
     )
+
+
+class RecordingDeletes(FailingDeletes):
+    def __init__(self, inner: StreamCheckpointStore) -> None:
+        super().__init__(inner, failures=0)
+        self.versions: list[str | None] = []
+
+    async def delete(self, run_id: str, *, expected_version: str | None = None) -> None:
+        self.versions.append(expected_version)
+        await super().delete(run_id, expected_version=expected_version)
+
+
+async def test_no_delete_is_ever_unconditional(backend: Backend, clock: FakeClock) -> None:
+    # The bucket policy refuses a DeleteObject without If-Match on the checkpoint prefix: a
+    # turn that never wrote a checkpoint deletes nothing, every other delete names a version.
+    from awaken_s3.streaming.coalescer import CheckpointPolicy
+    from tests.runtime.conftest import build_loop
+
+    threads = backend.threads
+    await start(threads)
+    recording = RecordingDeletes(backend.checkpoints)
+    lazy = CheckpointPolicy(min_interval=3600.0, min_bytes=10**9)
+    loop = build_loop(
+        threads, recording, answer_model(), no_tools(), worker="w1", clock=clock, policy=lazy
+    )
+    assert (await loop.run("r1")).end == RunEnd.COMPLETED
+    assert recording.versions == []
+
+    await threads.create_thread("t2", owner="alice")
+    await threads.create_run(
+        "r2", thread_id="t2", owner="alice", settings=SETTINGS, messages=[Message.user(PROMPT)]
+    )
+    eager = build_loop(threads, recording, answer_model(), no_tools(), worker="w2", clock=clock)
+    assert (await eager.run("r2")).end == RunEnd.COMPLETED
+    assert recording.versions and None not in recording.versions
+
+
+async def test_a_newer_build_s_checkpoint_is_deleted_once_the_run_has_ended(
+    backend: Backend, clock: FakeClock
+) -> None:
+    import json
+
+    from awaken_s3.models import encode_checkpoint
+    from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
+    from tests.runtime.conftest import build_loop
+
+    threads, checkpoints = backend.threads, backend.checkpoints
+    await start(threads)
+    payload = json.loads(encode_checkpoint(saved(partial_text="written by v2", epoch=1)))
+    payload["schema_version"] = 99
+    body = json.dumps(payload).encode()
+    if isinstance(checkpoints, InMemoryStreamCheckpointStore):
+        checkpoints.put_raw("r1", body)
+    else:
+        s3 = checkpoints._client  # type: ignore[attr-defined]
+        await s3.put_object(Bucket=checkpoints.bucket, Key=checkpoints.key_for("r1"), Body=body)  # type: ignore[attr-defined]
+    loop = build_loop(threads, checkpoints, answer_model(), no_tools(), worker="w1", clock=clock)
+    result = await loop.run("r1")
+    # Left alone while the run went on; flagged so the record comes back once it ended...
+    assert (result.end, result.checkpoint_left) == (RunEnd.COMPLETED, True)
+    assert await committed_texts(threads) == [ANSWER]
+    again = build_loop(threads, checkpoints, answer_model(), no_tools(), worker="w2", clock=clock)
+    redelivered = await again.run("r1")
+    # ... and then, the run being over, it is stale whatever wrote it: deleted at its version.
+    assert (redelivered.end, redelivered.checkpoint_left) == (RunEnd.NOT_RUNNABLE, False)
+    assert await checkpoints.get("r1") is None

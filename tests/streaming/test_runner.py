@@ -804,3 +804,21 @@ async def test_a_stream_cut_by_the_deadline_is_closed(
     assert isinstance(outcome, TurnSuspended)
     assert provider.closed == 1
     assert (await stored_checkpoint(store)).partial_text == "partial too late"
+
+
+async def test_a_newer_build_s_checkpoint_is_left_alone_and_the_turn_runs_without_one(
+    store: CountingStore, clock: FakeClock, sleep: RecordingSleep
+) -> None:
+    import json
+
+    payload = json.loads(encode_checkpoint(saved(partial_text="written by v2")))
+    payload["schema_version"] = 99
+    version = store.put_raw(RUN_ID, json.dumps(payload).encode())
+    provider = ScriptedProvider([text_turn("Fresh answer.")])
+    outcome = completed(await run(make_runner(provider, store, clock, sleep)))
+    assert outcome.message.text == "Fresh answer."
+    assert outcome.checkpoint_stats.newer_schema == 1
+    assert (outcome.checkpoint_stats.puts, outcome.checkpoint_version) == (0, None)
+    # Neither replaced nor deleted: a newer worker may still resume from it.
+    assert store.deletes == 0 and store.history == []
+    assert store._objects[RUN_ID][1] == version
