@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -74,6 +74,9 @@ class StreamCheckpoint(BaseModel):
     # blocks of the partial turn, in stream order: carried verbatim by R1-R3. Optional, so
     # checkpoints written before it existed still decode.
     reusable_blocks: tuple[KeptBlock, ...] = ()
+    # The recovery plan this turn was last resumed with (None: it never was). For a live view
+    # of the turn; recovery itself always plans from the content.
+    resumed_with: Literal["R1", "R2", "R3", "R4"] | None = None
 
     @field_validator("schema_version")
     @classmethod
@@ -107,9 +110,12 @@ def encode_checkpoint(
 ) -> bytes:
     """Serialize a checkpoint, refusing bodies over ``max_bytes``."""
     payload: dict[str, Any] = {"format": CHECKPOINT_FORMAT}
-    # Left out when empty: such a body is the one builds without the field read and write.
-    exclude = None if checkpoint.reusable_blocks else {"reusable_blocks"}
-    payload.update(checkpoint.model_dump(mode="json", exclude=exclude))
+    # Optional fields are left out when empty: such a body is the one that builds without
+    # those fields read and write.
+    exclude = {
+        name for name in ("reusable_blocks", "resumed_with") if not getattr(checkpoint, name)
+    }
+    payload.update(checkpoint.model_dump(mode="json", exclude=exclude or None))
     body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     if len(body) > max_bytes:
         raise CheckpointTooLarge(

@@ -28,7 +28,7 @@ from awaken_s3.streaming.events import (
 )
 from awaken_s3.streaming.outcome import DroppedToolCall, Usage
 from awaken_s3.streaming.reasoning import KEPT_EVENTS, KeptBlocks
-from awaken_s3.streaming.recovery import assemble_turn, split_tool_calls
+from awaken_s3.streaming.recovery import PlanKind, assemble_turn, split_tool_calls
 from awaken_s3.streaming.refusal import REFUSAL, with_refusal
 
 _log = logging.getLogger("awaken_s3.streaming")
@@ -204,6 +204,7 @@ class StreamAccumulator:
         writer: str,
         suspended: bool = False,
         last_error: str | None = None,
+        resumed_with: PlanKind | None = None,
     ) -> StreamCheckpoint:
         return StreamCheckpoint(
             run_id=run_id,
@@ -218,6 +219,7 @@ class StreamAccumulator:
             suspended=suspended,
             last_error=last_error,
             reusable_blocks=self._kept.reusable(),
+            resumed_with=resumed_with,
         )
 
     # -- attempts -----------------------------------------------------------

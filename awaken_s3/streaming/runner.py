@@ -163,6 +163,8 @@ class _Turn:
         self.last_error: str | None = None
         self.suspended = False
         self.plan_kind: PlanKind | None = None
+        #: the plan of the latest resume, from a checkpoint or in process (for live views)
+        self.last_plan: PlanKind | None = None
         self.dropped: list[DroppedToolCall] = []
         self.prefill = runner.provider.capabilities(self.request.model).assistant_prefill
         self.acc = StreamAccumulator(trim_echo=not self.prefill)
@@ -236,6 +238,7 @@ class _Turn:
             writer=self.r.writer_id,
             suspended=self.suspended,
             last_error=self.last_error,
+            resumed_with=self.last_plan,
         )
 
     def restart(self, prefix_text: str, blocks: tuple[KeptBlock, ...]) -> None:
@@ -307,7 +310,7 @@ class _Turn:
                 )
             else:
                 plan = plan_recovery(saved)
-                self.plan_kind = plan.kind
+                self.plan_kind = self.last_plan = plan.kind
                 self.dropped.extend(plan.dropped)
                 self.retry_count = saved.retry_count
                 self.last_error = saved.last_error
@@ -473,6 +476,7 @@ class _Turn:
             decision = decide(policy, error, interruptions=self.retry_count, rng=self.r.rng)
             # Plan the partial exactly as a later process would plan its checkpoint.
             plan = plan_recovery(self.snapshot())
+            self.last_plan = plan.kind
             if plan.kind == "R2":
                 await writer.flush(force=True)
                 if writer.fenced:

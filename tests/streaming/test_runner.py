@@ -822,3 +822,15 @@ async def test_a_newer_build_s_checkpoint_is_left_alone_and_the_turn_runs_withou
     # Neither replaced nor deleted: a newer worker may still resume from it.
     assert store.deletes == 0 and store.history == []
     assert store._objects[RUN_ID][1] == version
+
+
+async def test_checkpoints_say_which_plan_the_turn_was_last_resumed_with(
+    store: CountingStore, clock: FakeClock, sleep: RecordingSleep
+) -> None:
+    provider = ScriptedProvider([[*text_deltas("Half of it "), Drop()], text_turn("and the rest.")])
+    outcome = completed(await run(make_runner(provider, store, clock, sleep)))
+    assert outcome.message.text == "Half of it and the rest."
+    plans = [c.resumed_with for c in store.history]
+    # Fresh until the drop; every checkpoint after the in-process R1 resume says so.
+    assert plans[0] is None and plans[-1] == "R1"
+    assert plans == sorted(plans, key=lambda p: p is not None)
