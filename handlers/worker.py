@@ -64,6 +64,7 @@ from awaken_s3.service.queue import (
 from awaken_s3.service.wiring import Services, open_services
 from awaken_s3.settings import StorageSettings
 from awaken_s3.streaming.provider import Provider
+from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.runner import TurnRunner
 from awaken_s3.threads.errors import RunNotFound
 
@@ -168,7 +169,12 @@ class Invocation:
     async def _run(self, message: RunMessage, record: SQSRecord) -> str:
         writer = worker_id(self.context)
         runner = InstrumentedRunner(
-            TurnRunner(self.provider, self.services.checkpoints, writer_id=writer)
+            TurnRunner(
+                self.provider,
+                self.services.checkpoints,
+                writer_id=writer,
+                retry_policy=RetryPolicy(max_interruptions=self.settings.max_interruptions),
+            )
         )
         loop = RunLoop(
             self.services.threads,

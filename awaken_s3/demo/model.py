@@ -2,7 +2,7 @@
 
 A real model asked to continue a cut-off reply produces the rest of it; this one
 does so deterministically, which is what lets the demo check the committed
-thread byte for byte. It honours both continuation shapes of DESIGN.md rule 8:
+thread byte for byte. It honours both continuation shapes:
 a trailing assistant prefix (prefill) and an assistant prefix followed by a
 "please continue" user message.
 """

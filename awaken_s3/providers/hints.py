@@ -2,7 +2,7 @@
 
 A hint is honoured only when the provider sent one, and never for longer than
 :data:`MAX_RETRY_AFTER` seconds: a misbehaving or hostile header must not park
-a run for hours (DESIGN rule 6).
+a run for hours.
 """
 
 from __future__ import annotations

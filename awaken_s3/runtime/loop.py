@@ -469,8 +469,9 @@ class _Drive:
             return stored
         return stored
 
-    async def delete_turn_checkpoint(self, turn_index: int, turn: TurnCompleted) -> bool:
-        """Delete the committed turn's checkpoint; True when none of it is left."""
+    async def delete_turn_checkpoint(self, turn_index: int, turn: TurnCompleted) -> bool | None:
+        """Delete the committed turn's checkpoint; True when none of it is left, None when
+        another object was found in its place (rewritten meanwhile)."""
         if turn.checkpoint_version is not None:
             return await self.delete_checkpoint(turn.checkpoint_version)
         stats = turn.checkpoint_stats
@@ -487,12 +488,13 @@ class _Drive:
             return True
         return await self.delete_checkpoint(stored.version)
 
-    async def delete_checkpoint(self, version: str) -> bool:
-        """True when no checkpoint of this run is left (deleted, or rewritten meanwhile)."""
+    async def delete_checkpoint(self, version: str) -> bool | None:
+        """True when deleted, False when the delete failed, None when someone rewrote the
+        object meanwhile (not ours to judge while the run goes on)."""
         try:
             await self.loop.checkpoints.delete(self.run_id, expected_version=version)
         except CheckpointFenced:
-            return True  # someone rewrote it: not ours to judge, and not a leftover of ours
+            return None
         except StreamCheckpointError as exc:
             # The commit is the authority; a leftover checkpoint is stale and cleaned later.
             log.warning("run %s: checkpoint delete failed: %s", self.run_id, exc)
@@ -553,6 +555,10 @@ class _Drive:
         # After the commit, never before: a crash in between leaves a stale checkpoint that
         # the next invocation (or the redelivery of an ended run) deletes without replaying.
         deleted = await self.delete_turn_checkpoint(run.turn, turn)
+        if final and deleted is None:
+            # Rewritten after our last put (an operator, a restore): the run has ended, so
+            # whatever is there is stale; delete it at the version read.
+            deleted = not await _clean_leftover(self.loop.checkpoints, self.run_id)
         if final:
             # A newer build's checkpoint this build left alone is stale now: the record is
             # kept so that its next delivery, finding the run ended, deletes it.

@@ -14,6 +14,7 @@ DEFAULT_DEADLINE_MARGIN = 10.0
 DEFAULT_LEASE_SECONDS = 60.0
 DEFAULT_VISIBILITY_MARGIN = 10.0
 DEFAULT_MAX_IDLE_SUSPENSIONS = 5
+DEFAULT_MAX_INTERRUPTIONS = 5
 DEFAULT_MAX_RESCUES = 5
 
 
@@ -54,6 +55,9 @@ class WorkerSettings:
     visibility_margin: float = DEFAULT_VISIBILITY_MARGIN
     #: hand-overs in a row without progress after which a run fails with ``no_progress``
     max_idle_suspensions: int = DEFAULT_MAX_IDLE_SUSPENSIONS
+    #: interruptions (dropped streams, stalls, throttling, lost processes) one model turn
+    #: survives before the run fails with ``retry_budget_exhausted``
+    max_interruptions: int = DEFAULT_MAX_INTERRUPTIONS
 
     @property
     def visibility_timeout(self) -> int:
@@ -73,6 +77,9 @@ class WorkerSettings:
             ),
             max_idle_suspensions=_count(
                 env, "AWAKEN_MAX_IDLE_SUSPENSIONS", DEFAULT_MAX_IDLE_SUSPENSIONS
+            ),
+            max_interruptions=_count(
+                env, "AWAKEN_MAX_INTERRUPTIONS", DEFAULT_MAX_INTERRUPTIONS
             ),
         )
 

@@ -342,8 +342,10 @@ class CoalescingCheckpointWriter:
                 if older or (same_lease and self._uncertain):
                     self.version = stored.version
                     return True
-            elif not corrupt and self._uncertain:
-                # Gone (or unreadable), and we never knew its version for sure: create it.
+            elif not corrupt and self._uncertain and await self._may_create():
+                # Gone (or unreadable), and we never knew its version for sure: create it,
+                # unless the run record says we are a zombie (a create after the run ended
+                # would leave an object nobody ever deletes).
                 self.version = None
                 return True
             if readable and await self._still_owner():
@@ -361,6 +363,9 @@ class CoalescingCheckpointWriter:
         self._stop()
         log.warning("checkpoint writer for run %s is fenced: %s", self._ctx.run_id, exc)
         return False
+
+    async def _may_create(self) -> bool:
+        return self._ctx.confirm_owner is None or await self._still_owner()
 
     async def _still_owner(self) -> bool:
         confirm = self._ctx.confirm_owner

@@ -1,7 +1,8 @@
 """Continuation requests and the seam between a saved prefix and its continuation.
 
 Both are pure. The messages built here are request-only: the runner never puts
-them in the returned turn (DESIGN.md section 2, rule 3).
+them in the returned turn: a committed turn is the whole turn, never a
+continuation-only message.
 
 Seam policy:
 

@@ -15,7 +15,8 @@ from typing import Final, Protocol
 from awaken_s3.streaming.errors import ProviderError
 from awaken_s3.streaming.outcome import ClassifiedError
 
-#: a provider's retry hint is never honoured beyond this (DESIGN.md section 2, rule 6)
+#: a provider's retry hint is never honoured beyond this (a broken or hostile hint must not
+#: park a turn for hours)
 MAX_RETRY_AFTER: Final = 60.0
 
 

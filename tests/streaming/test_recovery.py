@@ -1,4 +1,4 @@
-"""The R1-R4 table of DESIGN.md section 2 and rule 4, on the pure planner."""
+"""The R1-R4 recovery table and the complete-call rule, on the pure planner."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The turn runner against DESIGN.md section 2: every R1-R4 row and rules 1-9."""
+"""The turn runner: every R1-R4 row, and the rules a resumed turn keeps (the whole turn
+committed, cumulative checkpoints, capped hints, permanent errors, the prefill fallback, the
+interruption budget)."""
 
 from __future__ import annotations
 

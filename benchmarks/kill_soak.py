@@ -1,0 +1,91 @@
+"""The kill soak, for longer runs than the test suite's: thousands of kills, every run checked.
+
+Run: .venv/bin/python benchmarks/kill_soak.py [--runs N] [--rounds N] [--seed S] [--fifo]
+                                              [--concurrency N] [--kill-p P] [--lease S]
+
+Each round is one soak (tests/soak/harness.py): a serialised moto server on 127.0.0.1, the
+SQS event-source emulator running the real worker handler in processes, workers SIGKILLed at
+seeded random points inside (around commits, between a commit and its checkpoint delete,
+around checkpoint puts, inside tools, mid-stream) and from outside, runs raced by duplicate
+messages, checkpoints deleted under their writers, corrupt and restored objects planted,
+checkpoint deletes failed, and the sweeper running. Every run is then checked (exactly-once
+whole turns, tools at most / at least once, nothing stranded, nothing left). Prints each
+round and the totals: kills, runs, turns, plans seen, violations, and the time from a kill to
+the resumed first token as a ratio to the lease period. Exits 1 on any violation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.soak.harness import SoakConfig, SoakReport, run_soak
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=24, help="runs per round")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--fifo", action="store_true", help="a FIFO queue (default: standard)")
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--kill-p", type=float, default=SoakConfig.kill_p)
+    parser.add_argument("--lease", type=float, default=SoakConfig.lease_seconds)
+    parser.add_argument("--time-limit", type=float, default=1800.0)
+    args = parser.parse_args()
+
+    base = SoakConfig(
+        runs=args.runs,
+        fifo=args.fifo,
+        concurrency=args.concurrency,
+        kill_p=args.kill_p,
+        lease_seconds=args.lease,
+        time_limit=args.time_limit,
+    )
+    print(f"python {platform.python_version()} on {platform.machine()}, {base}", flush=True)
+    reports: list[SoakReport] = []
+    for round_ in range(args.rounds):
+        config = replace(base, seed=args.seed + round_)
+        with tempfile.TemporaryDirectory(prefix="awaken-soak-") as workdir:
+            report = run_soak(config, Path(workdir))
+        reports.append(report)
+        print(f"\n== round {round_ + 1}/{args.rounds} (seed {config.seed})", flush=True)
+        print(report.summary(), flush=True)
+
+    total = SoakReport(base)
+    for report in reports:
+        total.runs += report.runs
+        total.turns += report.turns
+        total.tool_calls += report.tool_calls
+        total.kills_inside.update(report.kills_inside)
+        total.kills_outside += report.kills_outside
+        total.actions.update(report.actions)
+        total.plans.update(report.plans)
+        total.rescues += report.rescues
+        total.invocations.update(report.invocations)
+        total.resume_latencies.extend(report.resume_latencies)
+        total.violations.extend(report.violations)
+        total.duration += report.duration
+    print(f"\n== all {len(reports)} rounds")
+    print(total.summary())
+    lease = base.lease_seconds
+    p50, p99 = total.percentile(50), total.percentile(99)
+    if p50 is not None and p99 is not None:
+        print(
+            f"kill -> resumed first token, as a ratio to the lease period ({lease:g}s): "
+            f"p50 {p50 / lease:.2f}x, p99 {p99 / lease:.2f}x"
+        )
+    points = Counter(total.kills_inside)
+    print(f"kills by point: {dict(points.most_common())}, outside: {total.kills_outside}")
+    return 1 if total.violations else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

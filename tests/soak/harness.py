@@ -1,0 +1,631 @@
+"""The kill soak: many runs through the event-source emulator and the real worker handler,
+with workers SIGKILLed, raced and starved of their checkpoints, then every run checked.
+
+Faults, all seeded by ``SoakConfig.seed``:
+
+* inside the workers (tests/soak/worker_app.py): SIGKILL around commits, between a commit
+  and its checkpoint delete, around checkpoint puts, inside tools and mid-stream; failed
+  checkpoint deletes (500);
+* from outside: SIGKILL of a busy worker at a random moment; duplicate messages, so that
+  2-4 workers race on one run (on a standard queue they are delivered at once); a
+  checkpoint deleted under its live writer (what an operator's clean-up can do); a corrupt
+  object planted where a checkpoint lives; a valid partial of the current turn planted with
+  an epoch the run never had (what a point-in-time restore of the table leaves behind);
+* the sweeper, run every few seconds, re-sends runs whose messages went to the dead-letter
+  queue (a record killed ``maxReceiveCount`` times) and would fail runs that never move.
+
+Checked per run: it completed; every turn is committed exactly once and is the scripted
+whole turn; no incomplete tool call ran; the non-idempotent tool ran at most once (and a
+committed result proves it ran), the idempotent one at least once; no checkpoint is left.
+Every run must end: one still running when the time limit comes is reported as stranded.
+It runs on ``serial_moto`` (moto applying one request at a time; see its docstring).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import statistics
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aioboto3
+
+from awaken_s3.errors import StreamCheckpointError
+from awaken_s3.local.event_source import FunctionConfig, SqsEventSource
+from awaken_s3.messages import Message, ToolResultBlock, ToolUseBlock
+from awaken_s3.models import StreamCheckpoint, encode_checkpoint
+from awaken_s3.runtime.tools import OUTCOME_UNKNOWN
+from awaken_s3.service.queue import RunMessage, send_run_message
+from awaken_s3.service.sweeper import sweep
+from awaken_s3.stores.s3 import S3StreamCheckpointStore
+from awaken_s3.threads import RunSettings, RunStatus
+from awaken_s3.threads.dynamo import DynamoThreadStore, create_table, dynamodb_client_config
+from tests.runtime.serial_moto import serial_moto
+from tests.soak.model import CONTINUE_MODEL, PREFILL_MODEL
+from tests.soak.script import (
+    ADD,
+    LOOKUP,
+    RunScript,
+    ToolCallSpec,
+    TurnSpec,
+    assistant_message,
+    prompt_for,
+    script_for,
+    tool_result,
+)
+
+OWNER = "soak"
+BUCKET = "awaken-soak"
+TABLE = "awaken-soak"
+PREFIX = "checkpoints/"
+REPO = Path(__file__).resolve().parents[2]
+FAKE_AWS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@dataclass(frozen=True)
+class SoakConfig:
+    runs: int = 16
+    seed: int = 1
+    concurrency: int = 4
+    #: base probability of a kill at each point inside a worker (see worker_app.WEIGHTS)
+    kill_p: float = 0.02
+    #: mean seconds between external actions of each kind (0: never)
+    external_kill_every: float = 2.0
+    duplicate_every: float = 3.0
+    delete_under_writer_every: float = 6.0
+    plant_corrupt_every: float = 8.0
+    plant_restored_every: float = 8.0
+    #: probability that a checkpoint delete fails with a 500
+    delete_fail_p: float = 0.15
+    fifo: bool = False
+    lease_seconds: float = 3.0
+    visibility_margin: float = 1.0
+    function_timeout: float = 20.0
+    deadline_margin: float = 2.0
+    #: the sweeper's grace: longer than a dead worker's record takes to come back
+    sweep_grace: float = 8.0
+    sweep_every: float = 2.0
+    max_receive_count: int = 5
+    #: a hung soak's bound; runs not ended by then are reported stranded
+    time_limit: float = 600.0
+
+
+@dataclass
+class SoakReport:
+    config: SoakConfig
+    runs: int = 0
+    turns: int = 0
+    tool_calls: int = 0
+    kills_inside: Counter[str] = field(default_factory=Counter)
+    kills_outside: int = 0
+    actions: Counter[str] = field(default_factory=Counter)
+    plans: Counter[str] = field(default_factory=Counter)
+    rescues: int = 0
+    invocations: Counter[str] = field(default_factory=Counter)
+    #: seconds from a kill to the first model token of the same run after it
+    resume_latencies: list[float] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    duration: float = 0.0
+
+    @property
+    def kills(self) -> int:
+        return sum(self.kills_inside.values()) + self.kills_outside
+
+    def percentile(self, q: float) -> float | None:
+        values = sorted(self.resume_latencies)
+        if not values:
+            return None
+        index = min(len(values) - 1, max(0, round(q / 100 * len(values)) - 1))
+        return values[index]
+
+    def summary(self) -> str:
+        lines = [
+            f"runs {self.runs}, turns {self.turns}, tool calls {self.tool_calls}, "
+            f"{self.duration:.0f}s ({'FIFO' if self.config.fifo else 'standard'} queue, "
+            f"lease {self.config.lease_seconds:g}s)",
+            f"kills {self.kills}: inside {dict(sorted(self.kills_inside.items()))}, "
+            f"outside {self.kills_outside}",
+            f"external actions {dict(sorted(self.actions.items()))}",
+            f"invocations {dict(sorted(self.invocations.items()))}, sweeper rescues {self.rescues}",
+            f"plans seen {dict(sorted(self.plans.items()))}",
+        ]
+        if self.resume_latencies:
+            p50, p99 = self.percentile(50), self.percentile(99)
+            lines.append(
+                f"kill -> resumed first token: n={len(self.resume_latencies)} p50={p50:.2f}s "
+                f"p99={p99:.2f}s max={max(self.resume_latencies):.2f}s "
+                f"(mean {statistics.fmean(self.resume_latencies):.2f}s)"
+            )
+        lines.append(f"violations {len(self.violations)}")
+        lines.extend(f"  - {v}" for v in self.violations[:50])
+        return "\n".join(lines)
+
+
+def run_id_of(seed: int) -> str:
+    return f"soak-{seed}"
+
+
+def thread_id_of(seed: int) -> str:
+    return f"soak-thread-{seed}"
+
+
+def _read_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        with contextlib.suppress(ValueError):
+            records.append(json.loads(line))
+    return records
+
+
+class Soak:
+    def __init__(self, config: SoakConfig, workdir: Path) -> None:
+        self.config = config
+        self.workdir = workdir
+        self.rng = random.Random(config.seed)
+        self.report = SoakReport(config)
+        self.seeds = [config.seed * 1000 + n for n in range(config.runs)]
+        self.scripts = {
+            run_id_of(s): script_for(s, prefill=bool(random.Random(s).getrandbits(1)))
+            for s in self.seeds
+        }
+        self.external_kills: list[dict[str, Any]] = []
+        self.ended: set[str] = set()
+        #: run id -> when the harness last wrote into its checkpoint's place
+        self.planted_at: dict[str, float] = {}
+
+    # -- set-up
+
+    def env(self, endpoint: str, queue_url: str) -> dict[str, str]:
+        return {
+            "AWS_ENDPOINT_URL": endpoint,
+            **FAKE_AWS,
+            "AWAKEN_BUCKET": BUCKET,
+            "AWAKEN_TABLE": TABLE,
+            "AWAKEN_QUEUE_URL": queue_url,
+            "AWAKEN_CHECKPOINT_PREFIX": PREFIX,
+            "AWAKEN_PROVIDER": "anthropic",
+            "AWAKEN_MODEL": PREFILL_MODEL,
+            "AWAKEN_LEASE_SECONDS": str(self.config.lease_seconds),
+            "AWAKEN_VISIBILITY_MARGIN_SECONDS": str(self.config.visibility_margin),
+            "AWAKEN_DEADLINE_MARGIN_SECONDS": str(self.config.deadline_margin),
+            "AWAKEN_SWEEP_GRACE_SECONDS": str(self.config.sweep_grace),
+            # A soak kills far more often than production: the budget must not end a run.
+            "AWAKEN_MAX_INTERRUPTIONS": "1000",
+            "AWAKEN_MAX_IDLE_SUSPENSIONS": "50",
+            "POWERTOOLS_SERVICE_NAME": "awaken-soak",
+            "POWERTOOLS_METRICS_NAMESPACE": "awaken-soak",
+            "POWERTOOLS_LOG_LEVEL": "WARNING",
+            "SOAK_SEED": str(self.config.seed),
+            "SOAK_KILL_P": str(self.config.kill_p),
+            "SOAK_DELETE_FAIL_P": str(self.config.delete_fail_p),
+            "SOAK_KILLS_LOG": str(self.workdir / "kills.jsonl"),
+            "SOAK_EFFECTS_LOG": str(self.workdir / "effects.jsonl"),
+            "SOAK_STARTS_LOG": str(self.workdir / "starts.jsonl"),
+        }
+
+    async def create_queue(self, sqs: Any) -> str:
+        fifo = self.config.fifo
+        suffix = ".fifo" if fifo else ""
+        attrs = {"FifoQueue": "true"} if fifo else {}
+        dlq = await sqs.create_queue(QueueName=f"soak-dlq{suffix}", Attributes=attrs)
+        dlq_arn = (
+            await sqs.get_queue_attributes(QueueUrl=dlq["QueueUrl"], AttributeNames=["QueueArn"])
+        )["Attributes"]["QueueArn"]
+        queue = await sqs.create_queue(
+            QueueName=f"soak-runs{suffix}",
+            Attributes={
+                **attrs,
+                "VisibilityTimeout": str(int(self.config.function_timeout) + 5),
+                "RedrivePolicy": json.dumps(
+                    {
+                        "deadLetterTargetArn": dlq_arn,
+                        "maxReceiveCount": str(self.config.max_receive_count),
+                    }
+                ),
+            },
+        )
+        self.dlq_url = dlq["QueueUrl"]
+        return str(queue["QueueUrl"])
+
+    async def seed_runs(self, threads: DynamoThreadStore, sqs: Any, queue_url: str) -> None:
+        for seed in self.seeds:
+            script = self.scripts[run_id_of(seed)]
+            await threads.create_thread(thread_id_of(seed), owner=OWNER)
+            settings = RunSettings(
+                model=PREFILL_MODEL if script.prefill else CONTINUE_MODEL,
+                tools=(ADD, LOOKUP),
+                max_turns=10,
+                max_tokens=1024,
+            )
+            await threads.create_run(
+                run_id_of(seed),
+                thread_id=thread_id_of(seed),
+                owner=OWNER,
+                settings=settings,
+                messages=[Message.user(prompt_for(seed, script.prefill))],
+            )
+            await send_run_message(sqs, queue_url, RunMessage(run_id=run_id_of(seed)))
+
+    # -- the chaos
+
+    def due(self, every: float, tick: float) -> bool:
+        return every > 0 and self.rng.random() < tick / every
+
+    def live_runs(self) -> list[str]:
+        return sorted(r for r in self.scripts if r not in self.ended)
+
+    async def chaos(
+        self,
+        source: SqsEventSource,
+        threads: DynamoThreadStore,
+        s3: Any,
+        sqs: Any,
+        queue_url: str,
+    ) -> None:
+        tick = 0.2
+        next_sweep = time.monotonic() + self.config.sweep_every
+        deadline = time.monotonic() + self.config.time_limit
+        next_check = 0.0
+        while time.monotonic() < deadline:
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            if now >= next_check:
+                next_check = now + 1.0
+                await self.refresh_ended(threads)
+                if not self.live_runs():
+                    return
+            live = self.live_runs()
+            if self.due(self.config.external_kill_every, tick):
+                self.kill_one(source)
+            if live and self.due(self.config.duplicate_every, tick):
+                run_id = self.rng.choice(live)
+                for _ in range(self.rng.randint(1, 3)):
+                    await send_run_message(sqs, queue_url, RunMessage(run_id=run_id))
+                self.report.actions["duplicates"] += 1
+            if live and self.due(self.config.delete_under_writer_every, tick):
+                key = f"{PREFIX}{self.rng.choice(live)}.json"
+                await s3.delete_object(Bucket=BUCKET, Key=key)
+                self.report.actions["deleted_under_writer"] += 1
+            if live and self.due(self.config.plant_corrupt_every, tick):
+                run_id = self.rng.choice(live)
+                await s3.put_object(
+                    Bucket=BUCKET, Key=f"{PREFIX}{run_id}.json", Body=b"{not a checkpoint"
+                )
+                self.planted_at[run_id] = time.time()
+                self.report.actions["planted_corrupt"] += 1
+            if live and self.due(self.config.plant_restored_every, tick):
+                await self.plant_restored(threads, s3, self.rng.choice(live))
+            if now >= next_sweep:
+                next_sweep = now + self.config.sweep_every
+                await self.sweep_once(threads, sqs, queue_url)
+
+    def kill_one(self, source: SqsEventSource) -> None:
+        busy = source.busy()
+        if not busy:
+            return
+        worker = self.rng.choice(busy)
+        run_id = None
+        with contextlib.suppress(ValueError, KeyError, IndexError):
+            run_id = json.loads(worker.bodies[0])["run_id"]
+        if source.kill(worker.pid):
+            self.external_kills.append({"run_id": run_id, "at": time.time()})
+            self.report.kills_outside += 1
+
+    async def plant_restored(self, threads: DynamoThreadStore, s3: Any, run_id: str) -> None:
+        """A valid partial of the run's current turn under an epoch above the run's: what a
+        point-in-time restore of the table leaves in the bucket."""
+        run = await threads.get_run(run_id)
+        script = self.scripts[run_id]
+        if run.status.terminal or run.turn >= len(script.turns):
+            return
+        text = script.turns[run.turn].text
+        checkpoint = StreamCheckpoint(
+            run_id=run_id,
+            thread_id=run.thread_id,
+            model=run.settings.model,
+            turn=run.turn,
+            partial_text=text[: self.rng.randint(1, len(text))],
+            epoch=run.lease.epoch + self.rng.randint(1, 5),
+            writer="restored-from-backup",
+        )
+        await s3.put_object(
+            Bucket=BUCKET, Key=f"{PREFIX}{run_id}.json", Body=encode_checkpoint(checkpoint)
+        )
+        self.planted_at[run_id] = time.time()
+        self.report.actions["planted_restored"] += 1
+
+    async def sweep_once(self, threads: DynamoThreadStore, sqs: Any, queue_url: str) -> None:
+        async def send(message: RunMessage, epoch: int, rescues: int) -> object:
+            return await send_run_message(sqs, queue_url, message, epoch=epoch, turn=rescues)
+
+        swept = await sweep(threads, send, now=time.time(), max_rescues=5)
+        self.report.rescues += swept.rescued
+
+    async def refresh_ended(self, threads: DynamoThreadStore) -> None:
+        for run_id in self.live_runs():
+            run = await threads.get_run(run_id)
+            if run.status.terminal:
+                self.ended.add(run_id)
+
+    # -- the verdict
+
+    async def check(self, threads: DynamoThreadStore, checkpoints: S3StreamCheckpointStore) -> None:
+        effects = Counter(e["call"] for e in _read_lines(self.workdir / "effects.jsonl"))
+        known_effects: set[str] = set()
+        for run_id, script in self.scripts.items():
+            self.report.runs += 1
+            self.report.turns += len(script.turns)
+            for spec in script.turns:
+                for call in spec.calls:
+                    known_effects.add(effect_key(call))
+                    self.report.tool_calls += 1
+            run = await threads.get_run(run_id)
+            if run.status != RunStatus.COMPLETED:
+                state = "stranded (nobody drives it)" if run.status.runnable else "ended"
+                error = f": {run.error.code} {run.error.message[:200]}" if run.error else ""
+                self.report.violations.append(
+                    f"{run_id}: {run.status.value}, {state}, lease {run.lease}{error}"
+                )
+            messages = await threads.load_messages(run.thread_id)
+            self.report.violations.extend(
+                f"{run_id}: {problem}" for problem in thread_problems(script, messages, effects)
+            )
+            if await checkpoint_exists(checkpoints, run_id):
+                leftover = await describe_object(checkpoints, run_id)
+                if self.planted_at.get(run_id, 0.0) >= run.updated_at:
+                    # Planted after the run's last write: no worker could ever see it (the
+                    # bucket's lifecycle rule and `checkpoints clean` are for those).
+                    self.report.actions["planted_after_the_end"] += 1
+                else:
+                    self.report.violations.append(
+                        f"{run_id}: a checkpoint is left after the run: {leftover}; the run "
+                        f"ended at epoch {run.lease.epoch} turn {run.turn} at {run.updated_at:.3f}"
+                        f", last plant at {self.planted_at.get(run_id, 0.0):.3f}"
+                    )
+        self.report.violations.extend(stray_effects(known_effects, effects))
+
+    def tally(self) -> None:
+        for kill in _read_lines(self.workdir / "kills.jsonl"):
+            self.report.kills_inside[kill["point"]] += 1
+        for log in (self.workdir / "logs").glob("*.log"):
+            for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+                if '"_aws"' not in line:
+                    continue
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    blob = json.loads(line)
+                    for plan in ("R1", "R2", "R3", "R4"):
+                        value = blob.get(f"RecoveryPlan{plan}")
+                        if value is not None:
+                            values = value if isinstance(value, list) else [value]
+                            self.report.plans[plan] += int(sum(values))
+        self.report.resume_latencies = resume_latencies(
+            [*_read_lines(self.workdir / "kills.jsonl"), *self.external_kills],
+            _read_lines(self.workdir / "starts.jsonl"),
+        )
+
+    async def run(self) -> SoakReport:
+        # Everything talks to the local server: fixed fake credentials, never a real account.
+        for name, value in FAKE_AWS.items():
+            os.environ[name] = value
+        os.environ.pop("AWS_PROFILE", None)
+        started = time.monotonic()
+        (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
+        with serial_moto() as endpoint:
+            session = aioboto3.Session(
+                aws_access_key_id="testing",
+                aws_secret_access_key="testing",
+                region_name="us-east-1",
+            )
+            async with clients(session, endpoint) as (db, s3, sqs):
+                await s3.create_bucket(Bucket=BUCKET)
+                await create_table(db, TABLE)
+                queue_url = await self.create_queue(sqs)
+                threads = DynamoThreadStore(
+                    TABLE,
+                    client=db,
+                    s3_client=s3,
+                    bucket=BUCKET,
+                    sweep_grace=self.config.sweep_grace,
+                )
+                checkpoints = S3StreamCheckpointStore(BUCKET, prefix=PREFIX, client=s3)
+                await self.seed_runs(threads, sqs, queue_url)
+                function = FunctionConfig(
+                    "tests.soak.worker_app:lambda_handler",
+                    timeout=self.config.function_timeout,
+                    env=self.env(endpoint, queue_url),
+                    cwd=str(REPO),
+                )
+                source = SqsEventSource(
+                    queue_url,
+                    function,
+                    batch_size=1,
+                    max_concurrency=self.config.concurrency,
+                    endpoint_url=endpoint,
+                    region="us-east-1",
+                    log_dir=self.workdir / "logs",
+                    poll_interval=0.1,
+                )
+                async with source:
+                    await self.chaos(source, threads, s3, sqs, queue_url)
+                for result in source.results():
+                    self.report.invocations[result.outcome] += 1
+                await self.check(threads, checkpoints)
+        self.tally()
+        self.report.duration = time.monotonic() - started
+        return self.report
+
+
+async def describe_object(checkpoints: S3StreamCheckpointStore, run_id: str) -> str:
+    try:
+        stored = await checkpoints.get(run_id)
+    except StreamCheckpointError as exc:
+        return f"unreadable ({exc})"
+    if stored is None:
+        return "gone"
+    saved = stored.checkpoint
+    return (
+        f"turn {saved.turn} epoch {saved.epoch} writer {saved.writer[-30:]!r} "
+        f"{len(saved.partial_text)} chars, updated {saved.updated_at.timestamp():.3f}"
+    )
+
+
+async def checkpoint_exists(checkpoints: S3StreamCheckpointStore, run_id: str) -> bool:
+    try:
+        return await checkpoints.get(run_id) is not None
+    except StreamCheckpointError:
+        return True  # something unreadable is there
+
+
+def stray_effects(known: set[str], effects: Counter[str]) -> list[str]:
+    """Tool runs no complete scripted call explains: an incomplete call was executed (pure)."""
+    return [
+        f"a tool ran with arguments no complete call had: {key} ({count}x)"
+        for key, count in sorted(effects.items())
+        if key not in known
+    ]
+
+
+def effect_key(call: ToolCallSpec) -> str:
+    if call.name == ADD:
+        return f"add:{call.input['a']}:{call.input['b']}"
+    return f"lookup:{call.input['key']}"
+
+
+def thread_problems(
+    script: RunScript, messages: list[Message], effects: Counter[str]
+) -> Iterator[str]:
+    """Everything wrong with a run's committed thread (pure).
+
+    A tool turn may be committed with a leading part of its parallel calls: a crash while a
+    later call's arguments streamed leaves complete calls in the checkpoint, and R2 commits
+    the turn with those and drops the rest (reported, never run). The rest of the run
+    follows from the turn as committed.
+    """
+    if not messages or messages[0] != Message.user(script.prompt):
+        yield "the thread does not start with the run's prompt"
+        return
+    position = 1
+    for turn, spec in enumerate(script.turns):
+        if position >= len(messages):
+            yield f"turn {turn} was never committed"
+            return
+        committed = messages[position]
+        calls = committed_calls(spec, committed)
+        if calls is None:
+            yield f"turn {turn} is not the scripted whole turn: {describe(committed, spec)}"
+            calls = ()
+        position += 1
+        if not spec.calls:
+            continue
+        if position >= len(messages) or messages[position].role != "user":
+            yield f"turn {turn}: its tool results were never committed"
+            return
+        results = {
+            b.tool_use_id: b for b in messages[position].content if isinstance(b, ToolResultBlock)
+        }
+        if set(results) != {c.id for c in calls}:
+            yield f"turn {turn}: results for {sorted(results)}, calls {[c.id for c in calls]}"
+        for call in spec.calls:
+            if call in calls:
+                yield from call_problems(
+                    turn, call, results.get(call.id), effects[effect_key(call)]
+                )
+            elif effects[effect_key(call)]:
+                yield f"turn {turn}: dropped call {call.id} ran {effects[effect_key(call)]} times"
+        position += 1
+    if position != len(messages):
+        yield f"{len(messages) - position} message(s) beyond the scripted run (a duplicate?)"
+
+
+def committed_calls(spec: TurnSpec, committed: Message) -> tuple[ToolCallSpec, ...] | None:
+    """The scripted calls ``committed`` holds when it is the whole turn, or the whole text
+    with a leading part (at least one) of its calls; None for anything else."""
+    if committed == assistant_message(spec):
+        return spec.calls
+    for kept in range(len(spec.calls) - 1, 0, -1):
+        partial = TurnSpec(spec.text, spec.calls[:kept])
+        if committed == assistant_message(partial):
+            return spec.calls[:kept]
+    return None
+
+
+def call_problems(
+    turn: int, call: ToolCallSpec, result: ToolResultBlock | None, ran: int
+) -> Iterator[str]:
+    if result is None:
+        yield f"turn {turn}: call {call.id} has no committed result"
+        return
+    if call.name == ADD:
+        if ran > 1:
+            yield f"turn {turn}: non-idempotent call {call.id} ran {ran} times"
+        if result.content == tool_result(call) and not result.is_error:
+            if ran != 1:
+                yield f"turn {turn}: call {call.id} has a result but ran {ran} times"
+        elif not (result.is_error and result.content == OUTCOME_UNKNOWN):
+            yield f"turn {turn}: call {call.id} has a wrong result {result.content[:80]!r}"
+        return
+    if ran < 1:
+        yield f"turn {turn}: idempotent call {call.id} never ran"
+    if result.is_error or result.content != tool_result(call):
+        yield f"turn {turn}: call {call.id} has a wrong result {result.content[:80]!r}"
+
+
+def describe(committed: Message, spec: TurnSpec) -> str:
+    calls = [b.id for b in committed.content if isinstance(b, ToolUseBlock)]
+    if committed.text == spec.text:
+        return f"the text is whole; calls {calls} vs {[c.id for c in spec.calls]}"
+    expected = spec.text
+    got = committed.text
+    common = 0
+    while common < min(len(got), len(expected)) and got[common] == expected[common]:
+        common += 1
+    return (
+        f"{len(got)} chars vs {len(expected)}, differing at {common}: "
+        f"{got[max(0, common - 20) : common + 40]!r} vs "
+        f"{expected[max(0, common - 20) : common + 40]!r}"
+    )
+
+
+def resume_latencies(kills: list[dict[str, Any]], starts: list[dict[str, Any]]) -> list[float]:
+    """Per kill, seconds to the first model stream of the same run after it (kills after a
+    run's last stream, e.g. before its final delete, resume no tokens and are skipped)."""
+    by_run: dict[str, list[float]] = {}
+    for start in starts:
+        by_run.setdefault(run_id_of(int(start["seed"])), []).append(float(start["at"]))
+    for times in by_run.values():
+        times.sort()
+    latencies = []
+    for kill in kills:
+        times = by_run.get(str(kill.get("run_id")), [])
+        after = [t for t in times if t > float(kill["at"])]
+        if after:
+            latencies.append(after[0] - float(kill["at"]))
+    return latencies
+
+
+@contextlib.asynccontextmanager
+async def clients(session: aioboto3.Session, endpoint: str) -> AsyncIterator[tuple[Any, Any, Any]]:
+    async with (
+        session.client("dynamodb", endpoint_url=endpoint, config=dynamodb_client_config()) as db,
+        session.client("s3", endpoint_url=endpoint) as s3,
+        session.client("sqs", endpoint_url=endpoint) as sqs,
+    ):
+        yield db, s3, sqs
+
+
+def run_soak(config: SoakConfig, workdir: Path) -> SoakReport:
+    return asyncio.run(Soak(config, workdir).run())
