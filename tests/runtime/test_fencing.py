@@ -14,7 +14,7 @@ from awaken_s3.messages import Message
 from awaken_s3.runtime.loop import RunEnd
 from awaken_s3.stores.s3 import S3StreamCheckpointStore
 from awaken_s3.streaming.coalescer import CheckpointPolicy
-from awaken_s3.threads import DynamoThreadStore, RunStatus
+from awaken_s3.threads import DynamoThreadStore, LeaseUnavailable, RunStatus
 from tests.runtime.conftest import EAGER, SETTINGS, build_loop
 from tests.runtime.scripts import (
     Effects,
@@ -135,8 +135,17 @@ async def test_a_lost_lease_abandons_the_model_call_at_once(env: Env) -> None:
     )
     zombie_task = asyncio.create_task(zombie.run("r1"))
     await paused.wait()
-    env.clock.advance(LEASE + 1)
-    await env.threads.claim_run("r1", worker="live", lease_seconds=LEASE)
+    # The zombie keeps renewing (it is alive, only stuck): time passes past each renewal's
+    # lease until a claim lands between two renewals.
+    for _ in range(100):
+        env.clock.advance(LEASE + 1)
+        try:
+            await env.threads.claim_run("r1", worker="live", lease_seconds=LEASE)
+            break
+        except LeaseUnavailable:
+            await asyncio.sleep(0)
+    else:
+        raise AssertionError("the takeover never got the lease")
     # The zombie's next renewal finds epoch 2: it stops streaming and reports itself fenced.
     async with asyncio.timeout(30):
         result = await zombie_task
