@@ -68,6 +68,7 @@ def main() -> int:
         total.kills_outside += report.kills_outside
         total.actions.update(report.actions)
         total.plans.update(report.plans)
+        total.continuations += report.continuations
         total.rescues += report.rescues
         total.invocations.update(report.invocations)
         total.resume_latencies.extend(report.resume_latencies)

@@ -112,6 +112,9 @@ class SoakReport:
     kills_outside: int = 0
     actions: Counter[str] = field(default_factory=Counter)
     plans: Counter[str] = field(default_factory=Counter)
+    #: model calls that continued a saved prefix (a resume with R1 or R3, in or across
+    #: processes); R2 resumes call no model
+    continuations: int = 0
     rescues: int = 0
     invocations: Counter[str] = field(default_factory=Counter)
     #: seconds from a kill to the first model token of the same run after it
@@ -139,7 +142,8 @@ class SoakReport:
             f"outside {self.kills_outside}",
             f"external actions {dict(sorted(self.actions.items()))}",
             f"invocations {dict(sorted(self.invocations.items()))}, sweeper rescues {self.rescues}",
-            f"plans seen {dict(sorted(self.plans.items()))}",
+            f"plans seen (completed invocations' metrics) {dict(sorted(self.plans.items()))}, "
+            f"model calls continuing a saved prefix {self.continuations}",
         ]
         if self.resume_latencies:
             p50, p99 = self.percentile(50), self.percentile(99)
@@ -287,6 +291,7 @@ class Soak:
                 next_check = now + 1.0
                 await self.refresh_ended(threads)
                 if not self.live_runs():
+                    await self.drain(source, sqs, queue_url, deadline)
                     return
             live = self.live_runs()
             if self.due(self.config.external_kill_every, tick):
@@ -312,6 +317,28 @@ class Soak:
             if now >= next_sweep:
                 next_sweep = now + self.config.sweep_every
                 await self.sweep_once(threads, sqs, queue_url)
+
+    async def drain(
+        self, source: SqsEventSource, sqs: Any, queue_url: str, deadline: float
+    ) -> None:
+        """Every run ended; let the records still on their way be delivered (a worker killed
+        between the final commit and its delete left its record to clean up after it)."""
+        while time.monotonic() < deadline:
+            attrs = (
+                await sqs.get_queue_attributes(
+                    QueueUrl=queue_url,
+                    AttributeNames=[
+                        "ApproximateNumberOfMessages",
+                        "ApproximateNumberOfMessagesNotVisible",
+                    ],
+                )
+            )["Attributes"]
+            waiting = int(attrs["ApproximateNumberOfMessages"]) + int(
+                attrs["ApproximateNumberOfMessagesNotVisible"]
+            )
+            if waiting == 0 and not source.busy():
+                return
+            await asyncio.sleep(0.5)
 
     def kill_one(self, source: SqsEventSource) -> None:
         busy = source.busy()
@@ -412,6 +439,8 @@ class Soak:
                         if value is not None:
                             values = value if isinstance(value, list) else [value]
                             self.report.plans[plan] += int(sum(values))
+        starts = _read_lines(self.workdir / "starts.jsonl")
+        self.report.continuations = sum(1 for start in starts if start["prefix"] > 0)
         self.report.resume_latencies = resume_latencies(
             [*_read_lines(self.workdir / "kills.jsonl"), *self.external_kills],
             _read_lines(self.workdir / "starts.jsonl"),

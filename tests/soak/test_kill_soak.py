@@ -140,7 +140,7 @@ def test_resume_latency_is_measured_to_the_first_token_after_each_kill() -> None
 @pytest.mark.slow
 @pytest.mark.parametrize("fifo", [False, True], ids=["standard", "fifo"])
 def test_kill_soak(tmp_path: Path, fifo: bool) -> None:
-    config = SoakConfig(runs=10 if not fifo else 6, seed=11 if not fifo else 12, fifo=fifo)
+    config = SoakConfig(runs=8 if not fifo else 5, seed=11 if not fifo else 12, fifo=fifo)
     report = run_soak(config, tmp_path)
     print(report.summary())
     assert report.violations == [], report.summary()
