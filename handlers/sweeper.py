@@ -41,6 +41,7 @@ async def run_sweep(storage: StorageSettings, settings: SweeperSettings) -> Swee
             send,
             now=time.time(),
             max_rescues=settings.max_rescues,
+            grace=storage.sweep_grace,
             batch=settings.batch,
         )
 

@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from awaken_s3.settings import SettingsError
-from awaken_s3.threads.rules import DEFAULT_SWEEP_GRACE
 
 DEFAULT_DEADLINE_MARGIN = 10.0
 DEFAULT_LEASE_SECONDS = 60.0
@@ -78,19 +77,14 @@ class WorkerSettings:
             max_idle_suspensions=_count(
                 env, "AWAKEN_MAX_IDLE_SUSPENSIONS", DEFAULT_MAX_IDLE_SUSPENSIONS
             ),
-            max_interruptions=_count(
-                env, "AWAKEN_MAX_INTERRUPTIONS", DEFAULT_MAX_INTERRUPTIONS
-            ),
+            max_interruptions=_count(env, "AWAKEN_MAX_INTERRUPTIONS", DEFAULT_MAX_INTERRUPTIONS),
         )
 
 
 @dataclass(frozen=True, slots=True)
 class SweeperSettings:
-    #: how long past its due time (creation, release, lease expiry) a run that nobody drives
-    #: waits before the sweeper re-sends it; longer than a dead worker's record takes to
-    #: come back by itself, so crashes are resumed by the queue, not by the sweeper
-    sweep_grace: float = DEFAULT_SWEEP_GRACE
-    #: rescues in a row without progress after which the sweeper fails the run (``abandoned``)
+    #: fruitless rescues (a worker took the run and committed nothing) after which the
+    #: sweeper fails the run (``abandoned``); the grace comes from StorageSettings
     max_rescues: int = DEFAULT_MAX_RESCUES
     #: runs examined per invocation (the next invocation picks up the rest)
     batch: int = 100
@@ -99,7 +93,6 @@ class SweeperSettings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> SweeperSettings:
         env = os.environ if env is None else env
         return cls(
-            sweep_grace=_positive(env, "AWAKEN_SWEEP_GRACE_SECONDS", DEFAULT_SWEEP_GRACE),
             max_rescues=_count(env, "AWAKEN_SWEEP_MAX_RESCUES", DEFAULT_MAX_RESCUES),
             batch=_count(env, "AWAKEN_SWEEP_BATCH", 100),
         )

@@ -9,9 +9,13 @@ nobody claimed, renewed or released them for a grace period), re-reads each run,
 
 * re-sends it (reason ``rescue``, deduplicated per run, epoch and rescue count), then records
   the rescue with a write conditioned on the state it read, so concurrent sweepers never
-  multiply messages and a run someone claimed meanwhile is left alone;
-* fails it with ``abandoned`` after ``max_rescues`` rescues in a row without progress (no new
-  message committed in between): a run that every worker crashes on must end, not loop.
+  multiply messages and a run someone claimed meanwhile is left alone; while a run makes no
+  progress, each re-send waits twice as long as the last (the grace, doubled, up to 32x), so
+  a backlog (runs merely waiting behind others for a worker) gets few duplicates;
+* fails it with ``abandoned`` after ``max_rescues`` fruitless rescues: re-sends after which a
+  worker did claim the run and still committed nothing (a run that every worker crashes on
+  must end, not loop). A re-send nobody has picked up yet never counts: a run waiting in a
+  backlog is slow, not broken, and is never abandoned for it.
 
 Sending before recording means an SQS outage never counts against a run: a rescue whose send
 failed is simply tried again at the next sweep. A duplicate message (a send whose record
@@ -47,6 +51,14 @@ class Skip:
 class Rescue:
     #: rescues in a row without progress, this one included
     rescues: int
+    #: of those, the ones a worker claimed and still committed nothing after
+    fruitless: int
+    #: seconds until the sweeper may look again (the grace, doubled per rescue in a row)
+    next_in: float
+
+
+#: the longest back-off between two re-sends of a run that does not move, in graces
+MAX_BACKOFF = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +69,7 @@ class Abandon:
 Verdict = Skip | Rescue | Abandon
 
 
-def judge(run: RunState, *, now: float, max_rescues: int) -> Verdict:
+def judge(run: RunState, *, now: float, max_rescues: int, grace: float) -> Verdict:
     """What the sweeper does with ``run`` as read (pure)."""
     if run.status.terminal:
         return Skip("ended")
@@ -65,24 +77,31 @@ def judge(run: RunState, *, now: float, max_rescues: int) -> Verdict:
         return Skip("not due")  # the index lags the table: someone drove it meanwhile
     if run.lease.owner is not None and run.lease.lease_until > now:
         return Skip("held by a live lease")
-    # Progress since the last rescue (a committed message) starts the count afresh.
-    rescues = run.rescues + 1 if run.rescue_mark == run.message_count else 1
-    if rescues > max_rescues:
+    if run.rescue_mark != run.message_count:
+        # Never rescued, or progress (a committed message) since: the count starts afresh.
+        rescues, fruitless = 1, 0
+    else:
+        rescues = run.rescues + 1
+        claimed_since = run.lease.epoch != run.rescue_epoch
+        fruitless = run.fruitless_rescues + (1 if claimed_since else 0)
+    if fruitless >= max_rescues:
         return Abandon(
             ClassifiedError(
                 ABANDONED,
-                f"the run was re-sent {max_rescues} times in a row and never made progress",
+                f"the run was re-sent {rescues - 1} times; {fruitless} times a worker took it "
+                "and committed nothing",
                 retryable=False,
             )
         )
-    return Rescue(rescues)
+    return Rescue(rescues, fruitless, grace * min(MAX_BACKOFF, 2 ** (rescues - 1)))
 
 
 @dataclass
 class SweepReport:
     examined: int = 0
     rescued: int = 0
-    #: rescues of runs that had been rescued before without progress in between
+    #: rescues of runs a worker had taken since the last rescue and committed nothing:
+    #: something keeps killing their workers (a backlog does not count)
     rescued_repeatedly: int = 0
     abandoned: int = 0
     skipped: int = 0
@@ -91,7 +110,13 @@ class SweepReport:
 
 
 async def sweep(
-    store: RunSweepStore, send: Send, *, now: float, max_rescues: int, batch: int = 100
+    store: RunSweepStore,
+    send: Send,
+    *,
+    now: float,
+    max_rescues: int,
+    grace: float,
+    batch: int = 100,
 ) -> SweepReport:
     report = SweepReport()
     for run_id in await store.stalled_runs(now=now, limit=batch):
@@ -101,7 +126,7 @@ async def sweep(
         except RunNotFound:
             report.skipped += 1
             continue
-        verdict = judge(run, now=now, max_rescues=max_rescues)
+        verdict = judge(run, now=now, max_rescues=max_rescues, grace=grace)
         if isinstance(verdict, Skip):
             report.skipped += 1
             continue
@@ -118,7 +143,13 @@ async def sweep(
                 log.warning("run %s: the rescue message could not be sent: %s", run_id, exc)
                 report.send_failures += 1
                 continue
-            await store.mark_rescued(run, rescues=verdict.rescues, now=now)
+            await store.mark_rescued(
+                run,
+                rescues=verdict.rescues,
+                fruitless=verdict.fruitless,
+                now=now,
+                next_in=verdict.next_in,
+            )
         except RunChanged:
             report.skipped += 1  # claimed, rescued or ended since it was read
             continue
@@ -129,6 +160,6 @@ async def sweep(
         log.info("run %s rescued (%d in a row without progress)", run_id, verdict.rescues)
         report.rescued += 1
         report.rescued_runs.append(run_id)
-        if verdict.rescues > 1:
+        if verdict.fruitless > 0:
             report.rescued_repeatedly += 1
     return report

@@ -46,7 +46,7 @@ from awaken_s3.errors import (
 from awaken_s3.models import StreamCheckpoint, encode_checkpoint
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.streaming.outcome import CheckpointStats
-from awaken_s3.streaming.turn_request import OwnerCheck
+from awaken_s3.streaming.turn_request import OwnerCheck, ask_owner
 
 log = logging.getLogger("awaken_s3.checkpoint")
 
@@ -368,14 +368,7 @@ class CoalescingCheckpointWriter:
         return self._ctx.confirm_owner is None or await self._still_owner()
 
     async def _still_owner(self) -> bool:
-        confirm = self._ctx.confirm_owner
-        if confirm is None:
-            return False
-        try:
-            return await confirm()
-        except Exception as exc:  # an unreadable run record proves nothing either way
-            log.warning("run %s: could not confirm the lease: %s", self._ctx.run_id, exc)
-            return False
+        return await ask_owner(self._ctx.confirm_owner, self._ctx.run_id)
 
     def close(self) -> None:
         """No put starts after this; one in flight is left to finish."""

@@ -78,7 +78,7 @@ from awaken_s3.streaming.turn_machine import (
     Suspend,
     TurnMachine,
 )
-from awaken_s3.streaming.turn_request import NOT_LOADED, TurnRequest
+from awaken_s3.streaming.turn_request import NOT_LOADED, TurnRequest, ask_owner
 
 log = logging.getLogger("awaken_s3.streaming")
 
@@ -231,14 +231,7 @@ class _Driver:
     # -- the I/O behind each action -------------------------------------------------------
 
     async def still_owner(self) -> bool:
-        confirm = self.job.confirm_owner
-        if confirm is None:
-            return False
-        try:
-            return await confirm()
-        except Exception as exc:  # an unreadable run record proves nothing either way
-            log.warning("run %s: could not confirm the lease: %s", self.job.run_id, exc)
-            return False
+        return await ask_owner(self.job.confirm_owner, self.job.run_id)
 
     async def load(self) -> Loaded:
         run_id = self.job.run_id

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final
@@ -21,6 +22,20 @@ NOT_LOADED: Final = _NotLoaded.NOT_LOADED
 
 #: asks the run record whether the caller's epoch still holds the lease
 OwnerCheck = Callable[[], Awaitable[bool]]
+
+log = logging.getLogger("awaken_s3.streaming")
+
+
+async def ask_owner(confirm: OwnerCheck | None, run_id: str) -> bool:
+    """The run record's answer; no record to ask, or one that cannot be read, is a no: an
+    unreadable run record proves nothing, so a fence is believed."""
+    if confirm is None:
+        return False
+    try:
+        return await confirm()
+    except Exception as exc:
+        log.warning("run %s: could not confirm the lease: %s", run_id, exc)
+        return False
 
 
 @dataclass(frozen=True, slots=True)

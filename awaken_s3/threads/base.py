@@ -159,9 +159,12 @@ class RunSweepStore(Protocol):
 
     async def get_run(self, run_id: str) -> RunState: ...
 
-    async def mark_rescued(self, run: RunState, *, rescues: int, now: float) -> RunState:
-        """Record a rescue of ``run`` as read: ``rescues`` in a row, at its message count, and
-        push ``sweep_at`` a grace period ahead, so exactly one sweeper re-sends it.
+    async def mark_rescued(
+        self, run: RunState, *, rescues: int, fruitless: int, now: float, next_in: float
+    ) -> RunState:
+        """Record a rescue of ``run`` as read: ``rescues`` in a row (``fruitless`` of them
+        followed by a claim that committed nothing), at its message count and epoch, and
+        push ``sweep_at`` ``next_in`` seconds ahead, so exactly one sweeper re-sends it.
 
         Raises RunChanged when the run was claimed, rescued or ended since it was read.
         """

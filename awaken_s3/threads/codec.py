@@ -231,7 +231,9 @@ def run_item(run: RunState) -> Item:
         previous_lease_until=n_attr(run.previous_lease_until),
         idle_suspensions=n_attr(run.idle_suspensions),
         rescues=n_attr(run.rescues),
+        fruitless_rescues=n_attr(run.fruitless_rescues),
         rescue_mark=n_attr(run.rescue_mark),
+        rescue_epoch=n_attr(run.rescue_epoch),
     )
     if run.sweep_at is not None:
         # Both index keys, or neither: an ended run leaves the sparse index.
@@ -294,7 +296,9 @@ def decode_run(item: Mapping[str, Any]) -> RunState:
         previous_lease_until=_get_n(item, "previous_lease_until"),
         idle_suspensions=_get_i(item, "idle_suspensions"),
         rescues=_get_i(item, "rescues"),
+        fruitless_rescues=_get_i(item, "fruitless_rescues"),
         rescue_mark=_get_i(item, "rescue_mark", -1),
+        rescue_epoch=_get_i(item, "rescue_epoch", -1),
         request_digest=_get_s(item, "request_digest"),
     )
 

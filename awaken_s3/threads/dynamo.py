@@ -721,9 +721,11 @@ class DynamoThreadStore:
                 run_ids.append(str(item["pk"]["S"]).removeprefix("RUN#"))
         return run_ids
 
-    async def mark_rescued(self, run: RunState, *, rescues: int, now: float) -> RunState:
+    async def mark_rescued(
+        self, run: RunState, *, rescues: int, fruitless: int, now: float, next_in: float
+    ) -> RunState:
         request = expr.rescue_update(
-            self._table, run, rescues=rescues, now=now, sweep_grace=self._grace
+            self._table, run, rescues=rescues, fruitless=fruitless, now=now, next_in=next_in
         )
         return await self._sweep_write(run, request)
 

@@ -250,12 +250,7 @@ def _sweep_condition(run: RunState, now: float) -> tuple[str, dict[str, Any]]:
 
 
 def rescue_update(
-    table: str,
-    run: RunState,
-    *,
-    rescues: int,
-    now: float,
-    sweep_grace: float = rules.DEFAULT_SWEEP_GRACE,
+    table: str, run: RunState, *, rescues: int, fruitless: int, now: float, next_in: float
 ) -> Item:
     condition, values = _sweep_condition(run, now)
     return _update_item(
@@ -263,7 +258,9 @@ def rescue_update(
         run.run_id,
         sets=(
             "rescues = :count",
+            "fruitless_rescues = :fruitless",
             "rescue_mark = :mark",
+            "rescue_epoch = :mark_epoch",
             "sweep_at = :sweep",
             "updated_at = :now",
         ),
@@ -271,8 +268,10 @@ def rescue_update(
         values={
             **values,
             ":count": n_attr(rescues),
+            ":fruitless": n_attr(fruitless),
             ":mark": n_attr(run.message_count),
-            ":sweep": n_attr(now + sweep_grace),
+            ":mark_epoch": n_attr(run.lease.epoch),
+            ":sweep": n_attr(now + next_in),
         },
     )
 

@@ -361,12 +361,16 @@ class InMemoryThreadStore:
         )
         return [run_id for _, run_id in due[:limit]]
 
-    async def mark_rescued(self, run: RunState, *, rescues: int, now: float) -> RunState:
+    async def mark_rescued(
+        self, run: RunState, *, rescues: int, fruitless: int, now: float, next_in: float
+    ) -> RunState:
         def change(stored: RunState) -> RunState:
             return stored.with_(
                 rescues=rescues,
+                fruitless_rescues=fruitless,
                 rescue_mark=stored.message_count,
-                sweep_at=now + self._grace,
+                rescue_epoch=stored.lease.epoch,
+                sweep_at=now + next_in,
                 updated_at=now,
             )
 

@@ -97,8 +97,12 @@ class RunState:
     idle_suspensions: int = 0
     #: times in a row the sweeper re-sent the run without it making progress in between
     rescues: int = 0
-    #: ``message_count`` when the sweeper last rescued the run (-1: never)
+    #: of those, the re-sends after which a worker did claim the run and still committed
+    #: nothing: a run every worker fails on (a run merely waiting in a backlog is not one)
+    fruitless_rescues: int = 0
+    #: ``message_count`` and lease epoch when the sweeper last rescued the run (-1: never)
     rescue_mark: int = -1
+    rescue_epoch: int = -1
     #: digest of the request that created the run (its messages and settings): a retried
     #: create with another message is told apart (None on runs stored before it existed)
     request_digest: str | None = None

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from awaken_s3.messages import Message
 from awaken_s3.service.queue import RunMessage
 from awaken_s3.service.sweeper import ABANDONED, Abandon, Rescue, Skip, judge
 from awaken_s3.service.wiring import Services
@@ -23,6 +22,7 @@ from awaken_s3.threads import (
 from handlers import sweeper as sweeper_handler
 from handlers.worker import make_handler
 from tests.handlers.conftest import Aws, FakeContext, emf_metrics, record_from_message, sqs_event
+from tests.threads.helpers import new_run
 
 NOW = 1_000_000.0
 GRACE = 120.0
@@ -42,18 +42,35 @@ def run_state(**changes: Any) -> RunState:
     return base.with_(**changes)
 
 
+G = 120.0
+
+
 @pytest.mark.parametrize(
     ("run", "verdict"),
     [
-        (run_state(), Rescue(1)),
-        # The same stall again (no message committed since the last rescue): counted up...
-        (run_state(rescues=2, rescue_mark=1), Rescue(3)),
+        (run_state(), Rescue(1, 0, G)),
+        # Re-sent before with nobody picking it up since (a backlog, a lost message): counted
+        # for the back-off only, never towards abandonment.
+        (run_state(rescues=2, rescue_mark=1, rescue_epoch=0), Rescue(3, 0, 4 * G)),
+        (run_state(rescues=9, rescue_mark=1, rescue_epoch=0), Rescue(10, 0, 32 * G)),
+        # Re-sent, then a worker took it (a new epoch) and committed nothing: that counts...
+        (
+            run_state(rescues=2, fruitless_rescues=1, rescue_mark=1, rescue_epoch=0).with_(
+                lease=Lease(None, 1, 0.0)
+            ),
+            Rescue(3, 2, 4 * G),
+        ),
         # ... until the budget is spent: the run ends instead of looping.
-        (run_state(rescues=5, rescue_mark=1), "abandon"),
+        (
+            run_state(rescues=5, fruitless_rescues=4, rescue_mark=1, rescue_epoch=0).with_(
+                lease=Lease(None, 3, 0.0)
+            ),
+            "abandon",
+        ),
         # Progress since the last rescue starts the count afresh.
-        (run_state(rescues=5, rescue_mark=0), Rescue(1)),
-        (run_state(status=RunStatus.SUSPENDED), Rescue(1)),
-        (run_state(status=RunStatus.RUNNING, lease=Lease("w", 3, NOW - 5)), Rescue(1)),
+        (run_state(rescues=5, fruitless_rescues=4, rescue_mark=0), Rescue(1, 0, G)),
+        (run_state(status=RunStatus.SUSPENDED), Rescue(1, 0, G)),
+        (run_state(status=RunStatus.RUNNING, lease=Lease("w", 3, NOW - 5)), Rescue(1, 0, G)),
         # Not the sweeper's: ended, not due (the index lags the table), or a live lease.
         (run_state(status=RunStatus.COMPLETED, sweep_at=None), Skip("ended")),
         (run_state(sweep_at=NOW + 1), Skip("not due")),
@@ -64,7 +81,7 @@ def run_state(**changes: Any) -> RunState:
     ],
 )
 def test_the_sweeper_s_verdict(run: RunState, verdict: object) -> None:
-    got = judge(run, now=NOW, max_rescues=5)
+    got = judge(run, now=NOW, max_rescues=5, grace=G)
     if verdict == "abandon":
         assert isinstance(got, Abandon)
         assert (got.error.code, got.error.retryable) == (ABANDONED, False)
@@ -74,14 +91,7 @@ def test_the_sweeper_s_verdict(run: RunState, verdict: object) -> None:
 
 async def lost_start(store: ThreadStore) -> None:
     """A run the API created but whose start message was never sent."""
-    await store.create_thread("t1", owner="alice")
-    await store.create_run(
-        "r1",
-        thread_id="t1",
-        owner="alice",
-        settings=RunSettings(model="m"),
-        messages=[Message.user("hi")],
-    )
+    await new_run(store, settings=RunSettings(model="m"))
 
 
 @pytest.mark.slow

@@ -379,7 +379,9 @@ class Soak:
         async def send(message: RunMessage, epoch: int, rescues: int) -> object:
             return await send_run_message(sqs, queue_url, message, epoch=epoch, turn=rescues)
 
-        swept = await sweep(threads, send, now=time.time(), max_rescues=5)
+        swept = await sweep(
+            threads, send, now=time.time(), max_rescues=5, grace=self.config.sweep_grace
+        )
         self.report.rescues += swept.rescued
 
     async def refresh_ended(self, threads: DynamoThreadStore) -> None:

@@ -18,11 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from awaken_s3.messages import Message
-from awaken_s3.streaming.continuation import (
-    CONTINUE_INSTRUCTION,
-    MIN_SEAM_OVERLAP,
-    MIN_SEAM_WORDS_OVERLAP,
-)
+from awaken_s3.streaming.continuation import CONTINUE_INSTRUCTION
 from awaken_s3.streaming.events import (
     StopEvent,
     StreamEvent,
@@ -34,31 +30,11 @@ from awaken_s3.streaming.events import (
 )
 from awaken_s3.streaming.provider import ModelRequest, ProviderCapabilities
 from tests.soak.script import RunScript, arguments_json, parse_prompt, script_for
+from tests.streaming.echoes import echo_of
 
 #: model names: the form of continuation the provider declares
 PREFILL_MODEL = "soak-prefill"
 CONTINUE_MODEL = "soak-continue"
-
-
-def _trimmable(ending: str) -> bool:
-    words = len(ending.split())
-    return len(ending) >= MIN_SEAM_WORDS_OVERLAP and (
-        words >= 2 or (words == 1 and len(ending) >= MIN_SEAM_OVERLAP)
-    )
-
-
-def echo_of(prefix: str, rng: random.Random) -> str:
-    """Nothing, or an ending of the prefix from a word boundary that the seam check trims."""
-    endings = [
-        prefix[start:]
-        for start in range(max(0, len(prefix) - 60), len(prefix))
-        if (start == 0 or prefix[start - 1].isspace())
-        and not prefix[start].isspace()
-        and _trimmable(prefix[start:])
-    ]
-    if not endings or rng.random() < 0.3:
-        return ""
-    return rng.choice(endings)
 
 
 @dataclass

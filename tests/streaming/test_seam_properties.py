@@ -23,8 +23,6 @@ from awaken_s3.streaming.accumulator import StreamAccumulator
 from awaken_s3.streaming.coalescer import CheckpointPolicy
 from awaken_s3.streaming.continuation import (
     CONTINUE_INSTRUCTION,
-    MIN_SEAM_OVERLAP,
-    MIN_SEAM_WORDS_OVERLAP,
 )
 from awaken_s3.streaming.errors import ConnectionDropped
 from awaken_s3.streaming.events import StopEvent, StreamEvent, TextDelta, UsageEvent
@@ -35,6 +33,7 @@ from awaken_s3.streaming.runner import TurnRunner
 from awaken_s3.streaming.turn_request import TurnRequest
 
 from .conftest import HISTORY, RUN_ID, THREAD_ID, CountingStore, FakeClock, RecordingSleep
+from .echoes import echo_of
 
 SEPARATORS = [" ", " ", " ", ", ", ".\n\n", "\n", " - ", "  "]
 
@@ -51,28 +50,6 @@ def whole_text(rng: random.Random, words: int) -> str:
         parts.append(f"w{i}{rng.choice('abcdefgh')}{rng.choice('xyz') * rng.randint(0, 6)}")
         parts.append(rng.choice(SEPARATORS))
     return "".join(parts).rstrip() + "."
-
-
-def trimmable(ending: str) -> bool:
-    n_words = len(ending.split())
-    return len(ending) >= MIN_SEAM_WORDS_OVERLAP and (
-        n_words >= 2 or (n_words == 1 and len(ending) >= MIN_SEAM_OVERLAP)
-    )
-
-
-def echo_of(prefix: str, rng: random.Random) -> str:
-    """What a model told to continue may repeat first: nothing, or an ending of what it saw
-    that starts at a word boundary and that the seam check recognises."""
-    endings = [
-        prefix[start:]
-        for start in range(max(0, len(prefix) - 60), len(prefix))
-        if (start == 0 or prefix[start - 1].isspace())
-        and not prefix[start].isspace()
-        and trimmable(prefix[start:])
-    ]
-    if not endings or rng.random() < 0.3:
-        return ""
-    return rng.choice(endings)
 
 
 @dataclass

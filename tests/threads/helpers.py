@@ -9,11 +9,17 @@ SETTINGS = RunSettings(model="scripted-1", system="be brief", max_tokens=256, to
 
 
 async def new_run(
-    store: ThreadStore, thread_id: str = "t1", run_id: str = "r1", prompt: str = "hi"
+    store: ThreadStore,
+    thread_id: str = "t1",
+    run_id: str = "r1",
+    prompt: str = "hi",
+    *,
+    settings: RunSettings = SETTINGS,
 ) -> RunState:
+    """A thread with one queued run, as the API creates it (and no message sent for it)."""
     await store.create_thread(thread_id, owner=OWNER)
     return await store.create_run(
-        run_id, thread_id=thread_id, owner=OWNER, settings=SETTINGS, messages=[Message.user(prompt)]
+        run_id, thread_id=thread_id, owner=OWNER, settings=settings, messages=[Message.user(prompt)]
     )
 
 

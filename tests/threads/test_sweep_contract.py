@@ -9,7 +9,7 @@ import pytest
 
 from awaken_s3.messages import Message
 from awaken_s3.service.queue import RunMessage
-from awaken_s3.service.sweeper import ABANDONED, sweep
+from awaken_s3.service.sweeper import ABANDONED, SweepReport, sweep
 from awaken_s3.streaming.outcome import ClassifiedError
 from awaken_s3.threads import (
     RunActive,
@@ -22,7 +22,14 @@ from awaken_s3.threads import (
 from awaken_s3.threads.base import RunSweepStore
 from awaken_s3.threads.rules import DEFAULT_SWEEP_GRACE
 from tests.threads.backends import FakeClock
-from tests.threads.helpers import OWNER, SETTINGS, assistant_turn, new_run
+from tests.threads.helpers import (
+    OWNER,
+    SETTINGS,
+    assistant_turn,
+    new_run,
+    results_commit,
+    tool_turn,
+)
 
 LEASE = 30.0
 GRACE = DEFAULT_SWEEP_GRACE
@@ -94,12 +101,18 @@ async def test_exactly_one_sweeper_rescues_a_stalled_run(
     await new_run(store)
     seen = await store.get_run("r1")
     now = clock() + GRACE
-    rescued = await sweeper(store).mark_rescued(seen, rescues=1, now=now)
-    assert (rescued.rescues, rescued.rescue_mark) == (1, seen.message_count)
+    rescued = await sweeper(store).mark_rescued(
+        seen, rescues=1, fruitless=0, now=now, next_in=GRACE
+    )
+    assert (rescued.rescues, rescued.rescue_mark, rescued.rescue_epoch) == (
+        1,
+        seen.message_count,
+        seen.lease.epoch,
+    )
     assert rescued.sweep_at == pytest.approx(now + GRACE)
     # A second sweeper that read the same state loses: one message per stall, never two.
     with pytest.raises(RunChanged):
-        await sweeper(store).mark_rescued(seen, rescues=1, now=now)
+        await sweeper(store).mark_rescued(seen, rescues=1, fruitless=0, now=now, next_in=GRACE)
     assert await sweeper(store).stalled_runs(now=now) == []
 
 
@@ -111,7 +124,7 @@ async def test_a_sweeper_never_touches_a_run_someone_claimed_meanwhile(
     clock.advance(GRACE)
     await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     with pytest.raises(RunChanged):
-        await sweeper(store).mark_rescued(seen, rescues=1, now=clock())
+        await sweeper(store).mark_rescued(seen, rescues=1, fruitless=0, now=clock(), next_in=GRACE)
     error = ClassifiedError("abandoned", "nobody drove it", retryable=False)
     with pytest.raises(RunChanged):
         await sweeper(store).abandon_run(seen, error=error, now=clock())
@@ -172,43 +185,77 @@ class Outbox:
 
 async def lost_start(store: ThreadStore) -> None:
     """A run the API created but whose start message was never sent."""
-    await store.create_thread("t1", owner="alice")
-    await store.create_run(
-        "r1",
-        thread_id="t1",
-        owner="alice",
-        settings=RunSettings(model="m"),
-        messages=[Message.user("hi")],
-    )
+    await new_run(store, settings=RunSettings(model="m"))
 
 
-async def test_a_stall_is_re_sent_once_per_grace_period_and_abandoned_when_it_never_moves(
+async def sweep_at(store: ThreadStore, now: float, outbox: Outbox) -> SweepReport:
+    return await sweep(sweep_store(store), outbox, now=now, max_rescues=2, grace=GRACE)
+
+
+async def test_a_run_nobody_picks_up_is_re_sent_with_back_off_and_never_abandoned(
+    store: ThreadStore, clock: FakeClock
+) -> None:
+    # A lost start message, or a backlog: the run is never claimed between re-sends. That is
+    # slow, not broken: it is re-sent, each time twice as late, and never failed for it.
+    await lost_start(store)
+    outbox = Outbox()
+    report = await sweep_at(store, clock(), outbox)
+    assert (report.examined, report.rescued) == (0, 0)  # not due yet
+
+    waits = []
+    for _ in range(6):
+        run = await store.get_run("r1")
+        assert run.sweep_at is not None
+        waits.append(round(run.sweep_at - clock()))
+        clock.advance(run.sweep_at - clock())
+        report = await sweep_at(store, clock(), outbox)
+        assert (report.rescued, report.abandoned, report.rescued_repeatedly) == (1, 0, 0)
+        # A second sweep right after (or a concurrent one) sends nothing more.
+        assert (await sweep_at(store, clock(), outbox)).rescued == 0
+    assert waits == [GRACE, GRACE, 2 * GRACE, 4 * GRACE, 8 * GRACE, 16 * GRACE]
+    assert [(m.run_id, m.reason, epoch) for m, epoch, _ in outbox.sent] == [("r1", "rescue", 0)] * 6
+    assert (await store.get_run("r1")).status == RunStatus.QUEUED
+
+
+async def test_a_run_every_worker_fails_on_is_abandoned_after_fruitless_rescues(
     store: ThreadStore, clock: FakeClock
 ) -> None:
     await lost_start(store)
     outbox = Outbox()
-    sweeper = sweep_store(store)
-    report = await sweep(sweeper, outbox, now=clock(), max_rescues=2)
-    assert (report.examined, report.rescued) == (0, 0)  # not due yet
-
-    clock.advance(GRACE)
-    report = await sweep(sweeper, outbox, now=clock(), max_rescues=2)
-    assert (report.rescued, report.rescued_repeatedly) == (1, 0)
-    assert [(m.run_id, m.reason, e, n) for m, e, n in outbox.sent] == [("r1", "rescue", 0, 1)]
-    # A second sweep right after (or a concurrent one) sends nothing more.
-    report = await sweep(sweeper, outbox, now=clock(), max_rescues=2)
-    assert report.rescued == 0 and len(outbox.sent) == 1
-
-    clock.advance(GRACE)
-    report = await sweep(sweeper, outbox, now=clock(), max_rescues=2)
-    assert (report.rescued, report.rescued_repeatedly) == (1, 1)
-    clock.advance(GRACE)
-    report = await sweep(sweeper, outbox, now=clock(), max_rescues=2)
+    for attempt in range(3):
+        run = await store.get_run("r1")
+        assert run.sweep_at is not None
+        clock.advance(run.sweep_at - clock())
+        report = await sweep_at(store, clock(), outbox)
+        if attempt < 2:
+            assert (report.rescued, report.rescued_repeatedly) == (1, attempt)
+            # A worker takes the re-sent run and dies before committing anything.
+            await store.claim_run("r1", worker=f"doomed-{attempt}", lease_seconds=10)
+            clock.advance(10)
     assert report.abandoned == 1 and len(outbox.sent) == 2
     run = await store.get_run("r1")
     assert run.status == RunStatus.FAILED and run.error is not None
     assert run.error.code == ABANDONED
-    assert await sweeper.stalled_runs(now=clock() + 10 * GRACE) == []
+    assert await sweep_store(store).stalled_runs(now=clock() + 100 * GRACE) == []
+
+
+async def test_progress_between_rescues_starts_the_count_afresh(
+    store: ThreadStore, clock: FakeClock
+) -> None:
+    await lost_start(store)
+    outbox = Outbox()
+    for _ in range(4):
+        run = await store.get_run("r1")
+        assert run.sweep_at is not None
+        clock.advance(run.sweep_at - clock())
+        assert (await sweep_at(store, clock(), outbox)).abandoned == 0
+        # Each time a worker takes it, commits a tool turn, then its messages get lost.
+        claimed = await store.claim_run("r1", worker="w", lease_seconds=10)
+        committed = await store.commit_turn(tool_turn(claimed, call_id=f"c{claimed.lease.epoch}"))
+        results = results_commit(committed.run, call_id=f"c{claimed.lease.epoch}")
+        await store.commit_turn(results)
+        clock.advance(10)
+    assert (await store.get_run("r1")).status == RunStatus.RUNNING
 
 
 async def test_an_sqs_outage_never_counts_against_a_run(
@@ -218,10 +265,10 @@ async def test_an_sqs_outage_never_counts_against_a_run(
     sweeper = sweep_store(store)
     for _ in range(5):
         clock.advance(GRACE)
-        report = await sweep(sweeper, Outbox(fail=True), now=clock(), max_rescues=2)
+        report = await sweep(sweeper, Outbox(fail=True), now=clock(), max_rescues=2, grace=GRACE)
         assert (report.send_failures, report.abandoned) == (1, 0)
     outbox = Outbox()
-    report = await sweep(sweeper, outbox, now=clock(), max_rescues=2)
+    report = await sweep(sweeper, outbox, now=clock(), max_rescues=2, grace=GRACE)
     assert report.rescued == 1 and outbox.sent[0][2] == 1
 
 
@@ -232,8 +279,8 @@ async def test_a_crashed_worker_s_run_is_rescued_only_after_its_lease_and_the_gr
     await store.claim_run("r1", worker="died", lease_seconds=60)
     sweeper = sweep_store(store)
     clock.advance(60 + GRACE - 1)
-    assert (await sweep(sweeper, Outbox(), now=clock(), max_rescues=5)).rescued == 0
+    assert (await sweep(sweeper, Outbox(), now=clock(), max_rescues=5, grace=GRACE)).rescued == 0
     clock.advance(1)
     outbox = Outbox()
-    assert (await sweep(sweeper, outbox, now=clock(), max_rescues=5)).rescued == 1
+    assert (await sweep(sweeper, outbox, now=clock(), max_rescues=5, grace=GRACE)).rescued == 1
     assert outbox.sent[0][1] == 1  # deduplicated per epoch: the dead worker's
