@@ -29,9 +29,9 @@ from awaken_s3.service.queue import (
     is_fifo,
     send_message_args,
 )
+from awaken_s3.service.worker import deadline_for, is_fifo_event, worker_id
 from awaken_s3.settings import SettingsError
 from awaken_s3.threads import Lease, RunSettings, RunState, RunStatus
-from handlers.worker import deadline_for, is_fifo_event, worker_id
 from tests.handlers.conftest import FakeContext, sqs_record
 
 FIFO = "https://sqs.us-east-1.amazonaws.com/123456789012/awaken-runs.fifo"

@@ -12,6 +12,7 @@ import pytest
 from awaken_s3.service.queue import RunMessage
 from awaken_s3.service.sweeper import ABANDONED, Abandon, Rescue, Skip, judge
 from awaken_s3.service.wiring import Services
+from awaken_s3.service.worker import make_handler
 from awaken_s3.threads import (
     Lease,
     RunSettings,
@@ -20,7 +21,6 @@ from awaken_s3.threads import (
     ThreadStore,
 )
 from handlers import sweeper as sweeper_handler
-from handlers.worker import make_handler
 from tests.handlers.conftest import Aws, FakeContext, emf_metrics, record_from_message, sqs_event
 from tests.threads.helpers import new_run
 

@@ -16,6 +16,7 @@ from awaken_s3.demo.model import ANSWER, ContinuingModel
 from awaken_s3.runtime.tools import Tool, ToolRegistry
 from awaken_s3.service.queue import RunMessage, send_run_message
 from awaken_s3.service.wiring import Services, shared_session
+from awaken_s3.service.worker import LambdaHandler, make_handler
 from awaken_s3.streaming.events import StreamEvent
 from awaken_s3.streaming.provider import ModelRequest, Provider, ProviderCapabilities
 from awaken_s3.streaming.scripted import (
@@ -29,7 +30,6 @@ from awaken_s3.streaming.scripted import (
 from awaken_s3.threads import RunState
 from awaken_s3.threads.models import RunStatus
 from handlers import api
-from handlers.worker import LambdaHandler, make_handler
 from tests.handlers.conftest import (
     MARGIN,
     Aws,

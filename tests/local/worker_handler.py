@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from awaken_s3.demo.model import ContinuingModel
-from handlers.worker import make_handler
+from awaken_s3.service.worker import make_handler
 
 lambda_handler = make_handler(provider_factory=lambda: ContinuingModel(chunk=40, delay=0.0))

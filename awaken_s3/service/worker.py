@@ -1,0 +1,331 @@
+"""The SQS worker: each record names a run; drive it until it ends or the deadline nears.
+
+``make_handler(tools=, provider_factory=)`` builds a Lambda handler; ``handlers/worker.py`` is
+the deployed entry point (``make_handler()``), and a deployment with its own tools points its
+function at a module of its own that calls ``make_handler(registry)``.
+
+One event loop per invocation (an :class:`asyncio.Runner`: aiobotocore clients and provider
+SDK clients are bound to the loop that opened them). The Powertools batch processor calls a
+synchronous record handler, so each record's coroutine runs on that one loop in turn; the
+clients are opened before the first record and closed after the last.
+
+Per record: a malformed body is logged, counted and acknowledged (it can never succeed);
+otherwise the run loop runs until ``deadline = now + remaining - margin``. While the worker
+holds the run's lease it keeps the record invisible for the lease period plus a margin, set at
+the claim and extended with every renewal: a worker that dies without answering (timeout,
+out of memory, a lost host) lets its record come back a little after its lease ran out, so
+the run resumes within about one lease period, not after the queue's visibility timeout.
+What happens to the record then is :func:`awaken_s3.service.dispositions.disposition`: a
+suspended run gets a continuation message (then the record is acknowledged); a record is
+kept (failed, with a visibility that brings it back when it can help) whenever the run is
+not ended, not handed over and not held by a live worker. An unexpected exception fails the
+record (partial batch response).
+
+On a FIFO queue the processor is :class:`SqsFifoPartialProcessor` with
+``skip_group_on_error``: after a failed record, the later records of the *same run* (message
+group) are failed too, so one run's messages stay in order, while other runs proceed.
+
+Tracer is not used: it needs aws-xray-sdk, which is not a dependency of this package.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+import uuid
+import warnings
+from collections.abc import Callable
+from typing import Any, cast
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    SqsFifoPartialProcessor,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
+
+from awaken_s3.providers.config import ProviderSettings, build_provider
+from awaken_s3.runtime.loop import RunEnd, RunLoop, RunResult
+from awaken_s3.runtime.tools import ToolRegistry
+from awaken_s3.service.config import WorkerSettings
+from awaken_s3.service.dispositions import RUN_END_METRICS, Action, Disposition, disposition
+from awaken_s3.service.instrumented import InstrumentedRunner, TurnTally
+from awaken_s3.service.logs import route_library_logs
+from awaken_s3.service.queue import (
+    RunMessage,
+    is_fifo,
+    send_run_message,
+    set_visibility,
+)
+from awaken_s3.service.wiring import Services, open_services
+from awaken_s3.settings import StorageSettings
+from awaken_s3.streaming.provider import Provider
+from awaken_s3.streaming.retry import RetryPolicy
+from awaken_s3.streaming.runner import TurnRunner
+from awaken_s3.threads.errors import RunNotFound
+
+logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "awaken-s3")
+metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "awaken-s3")
+route_library_logs(logger)
+
+ProviderFactory = Callable[[], Provider]
+LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
+
+
+class RecordKept(Exception):
+    """The record must come back later (see :func:`disposition`): it is reported failed."""
+
+
+def default_provider() -> Provider:
+    return build_provider(ProviderSettings.from_env())
+
+
+def worker_id(context: LambdaContext) -> str:
+    """Unique per record: the container's log stream, the request id and a random suffix (a
+    Lambda retry reuses the request id; the suffix keeps ids from ever repeating)."""
+    stream = getattr(context, "log_stream_name", None) or "local"
+    request = getattr(context, "aws_request_id", None) or "no-request"
+    return f"{stream}/{request}/{uuid.uuid4().hex[:12]}"[-256:]
+
+
+def deadline_for(context: LambdaContext, margin: float) -> float:
+    """A ``time.monotonic()`` instant, ``margin`` seconds before Lambda stops the function."""
+    return time.monotonic() + context.get_remaining_time_in_millis() / 1000 - margin
+
+
+def is_fifo_event(event: dict[str, Any], queue_url: str) -> bool:
+    records = event.get("Records") or []
+    if records and isinstance(records[0], dict) and records[0].get("eventSourceARN"):
+        return str(records[0]["eventSourceARN"]).endswith(".fifo")
+    return is_fifo(queue_url)
+
+
+def _count(name: str, value: float = 1) -> None:
+    if value:
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
+def record_tally(tally: TurnTally) -> None:
+    for plan, count in sorted(tally.plans.items()):
+        _count(f"RecoveryPlan{plan}", count)
+    _count("CheckpointPuts", tally.checkpoint_puts)
+    _count("CheckpointFailures", tally.checkpoint_failures)
+    _count("CheckpointFenced", tally.checkpoint_fenced)
+    _count("CheckpointLoadFailures", tally.checkpoint_load_failures)
+    _count("CheckpointRepaired", tally.checkpoint_repaired)
+    _count("CheckpointNewerSchema", tally.checkpoint_newer_schema)
+
+
+def record_result(result: RunResult) -> None:
+    _count(RUN_END_METRICS[result.end])
+    _count("TurnsCommitted", result.turns_committed)
+    _count("ToolCalls", result.tool_calls)
+    _count("CheckpointLeftovers", int(result.checkpoint_left))
+    if result.resume_delay is not None:
+        metrics.add_metric(name="ResumeDelay", unit=MetricUnit.Seconds, value=result.resume_delay)
+
+
+class Invocation:
+    """The state of one worker invocation: clients, provider, tools and the deadline."""
+
+    def __init__(
+        self,
+        services: Services,
+        provider: Provider,
+        tools: ToolRegistry,
+        *,
+        settings: WorkerSettings,
+        context: LambdaContext,
+        deadline: float,
+    ) -> None:
+        self.services = services
+        self.provider = provider
+        self.tools = tools
+        self.settings = settings
+        self.context = context
+        self.deadline = deadline
+
+    async def handle(self, record: SQSRecord) -> str:
+        try:
+            message = RunMessage.model_validate_json(record.body)
+        except ValidationError as exc:
+            # It can never succeed: retrying would only feed the dead-letter queue slowly.
+            logger.warning(
+                "acknowledging a malformed queue message",
+                extra={"message_id": record.message_id, "errors": exc.error_count()},
+            )
+            _count("MalformedMessages")
+            return "malformed"
+        logger.set_correlation_id(message.run_id)
+        try:
+            return await self._run(message, record)
+        finally:
+            logger.set_correlation_id(None)
+
+    async def _run(self, message: RunMessage, record: SQSRecord) -> str:
+        writer = worker_id(self.context)
+        runner = InstrumentedRunner(
+            TurnRunner(
+                self.provider,
+                self.services.checkpoints,
+                writer_id=writer,
+                retry_policy=RetryPolicy(max_interruptions=self.settings.max_interruptions),
+            )
+        )
+        loop = RunLoop(
+            self.services.threads,
+            runner,
+            self.services.checkpoints,
+            self.tools,
+            worker_id=writer,
+            lease_seconds=self.settings.lease_seconds,
+            max_idle_suspensions=self.settings.max_idle_suspensions,
+        )
+
+        async def keep_hidden() -> None:
+            # In step with the lease: hidden while this worker is alive, back soon after the
+            # lease runs out if it dies without answering.
+            await set_visibility(
+                self.services.sqs,
+                self.services.queue_url,
+                record.receipt_handle,
+                self.settings.visibility_timeout,
+            )
+
+        try:
+            result = await loop.run(message.run_id, deadline=self.deadline, heartbeat=keep_hidden)
+        except RunNotFound:
+            logger.warning(
+                "acknowledging a message for an unknown run",
+                extra={"message_id": record.message_id},
+            )
+            _count("UnknownRuns")
+            return "unknown_run"
+        finally:
+            record_tally(runner.tally)
+        record_result(result)
+        logger.info(
+            "run invocation ended",
+            extra={
+                "run_id": result.run_id,
+                "end": result.end.value,
+                "turns_committed": result.turns_committed,
+                "tool_calls": result.tool_calls,
+                "worker_id": writer,
+                "error_code": result.error.code if result.error else None,
+                # The caller sees only the code; the provider's own words are for operators.
+                "error_message": result.error.message if result.error else None,
+            },
+        )
+        action = disposition(result, now=time.time(), lease_seconds=self.settings.lease_seconds)
+        if action.action is Action.CONTINUE:
+            await self._continue(result)
+        elif action.action is Action.RETRY:
+            await self._keep(record, action)
+            raise RecordKept(f"run {result.run_id}: {action.reason}; back in {action.delay}s")
+        return result.end.value
+
+    async def _keep(self, record: SQSRecord, action: Disposition) -> None:
+        try:
+            await set_visibility(
+                self.services.sqs, self.services.queue_url, record.receipt_handle, action.delay
+            )
+        except (ClientError, BotoCoreError) as exc:
+            # The record still comes back, only after the visibility it had.
+            logger.warning(
+                "could not set a kept record's visibility",
+                extra={"message_id": record.message_id, "error": type(exc).__name__},
+            )
+
+    async def _continue(self, result: RunResult) -> None:
+        run = result.run
+        epoch = run.lease.epoch if run is not None else 0
+        turn = run.turn if run is not None else 0
+        await send_run_message(
+            self.services.sqs,
+            self.services.queue_url,
+            RunMessage(run_id=result.run_id, reason="continue"),
+            epoch=epoch,
+            turn=turn,
+        )
+        _count("ContinuationsSent")
+
+
+async def _open_provider(factory: ProviderFactory) -> Provider:
+    # Inside the invocation's loop: SDK clients may bind to the loop they are created on.
+    return factory()
+
+
+async def _close_provider(provider: Provider) -> None:
+    aclose = getattr(provider, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+def process_batch(
+    event: dict[str, Any],
+    context: LambdaContext,
+    tools: ToolRegistry,
+    provider_factory: ProviderFactory,
+) -> dict[str, Any]:
+    storage = StorageSettings.from_env(need_queue=True)
+    settings = WorkerSettings.from_env()
+    deadline = deadline_for(context, settings.deadline_margin)
+    processor: BatchProcessor
+    if is_fifo_event(event, storage.queue_url or ""):
+        processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+    else:
+        processor = BatchProcessor(EventType.SQS)
+    # A batch whose every record is busy is a normal outcome, not a function error.
+    processor.raise_on_entire_batch_failure = False
+
+    with asyncio.Runner() as runner:
+        resources = contextlib.AsyncExitStack()
+        try:
+            services = runner.run(resources.enter_async_context(open_services(storage)))
+            provider = runner.run(_open_provider(provider_factory))
+            resources.push_async_callback(_close_provider, provider)
+            invocation = Invocation(
+                services, provider, tools, settings=settings, context=context, deadline=deadline
+            )
+            response = process_partial_response(
+                event=event,
+                record_handler=lambda record: runner.run(invocation.handle(record)),
+                processor=processor,
+                context=context,
+            )
+            return dict(response)
+        finally:
+            runner.run(resources.aclose())
+
+
+def make_handler(
+    tools: ToolRegistry | None = None,
+    provider_factory: ProviderFactory = default_provider,
+) -> LambdaHandler:
+    """A worker ``lambda_handler`` with your tools (and, in tests, your provider)."""
+    registry = tools if tools is not None else ToolRegistry()
+
+    @logger.inject_lambda_context(clear_state=True)
+    @metrics.log_metrics(raise_on_empty_metrics=False)
+    def handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        return process_batch(event, context, registry, provider_factory)
+
+    def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        with warnings.catch_warnings():
+            # An invocation that counted nothing is normal, not worth a warning.
+            warnings.filterwarnings("ignore", message="No application metrics to publish")
+            return cast(dict[str, Any], handle(event, context))
+
+    return lambda_handler
+
+
+__all__ = ["LambdaHandler", "ProviderFactory", "RecordKept", "RunEnd", "make_handler"]
