@@ -220,6 +220,9 @@ class Invocation:
                 "turns_committed": result.turns_committed,
                 "tool_calls": result.tool_calls,
                 "worker_id": writer,
+                # Plans the turns of this invocation were resumed with (fresh turns: none).
+                "plans": sorted(runner.tally.plans.elements()),
+                "resume_delay": result.resume_delay,
                 "error_code": result.error.code if result.error else None,
                 # The caller sees only the code; the provider's own words are for operators.
                 "error_message": result.error.message if result.error else None,
