@@ -1,4 +1,9 @@
-"""ThreadStore over one DynamoDB table (aioboto3/aiobotocore), with S3 offload of big messages.
+"""The thread store over one DynamoDB table (aiobotocore), with S3 offload of big messages.
+
+:class:`DynamoThreadStore` implements every contract of :mod:`awaken_s3.threads.base`
+(``RunStore``, ``ToolCallLedger``, ``RunSweepStore``) in one class: runs, their tool calls
+and the sweep index live in one table, and a tool-call claim is a transaction with a
+condition on the run item.
 
 A thin shell: keys and items come from :mod:`codec`, the meaning of a cancelled commit from
 :mod:`cancellation`. Every write that decides a run's fate carries its condition, so the table
