@@ -29,13 +29,13 @@ from awaken_s3.streaming.outcome import ClassifiedError
 from awaken_s3.threads import codec, rules
 from awaken_s3.threads import expressions as expr
 from awaken_s3.threads.cancellation import (
+    CONDITION_FAILED,
     ItemReason,
     StoredMessage,
     Verdict,
     diagnose_commit,
     parse_reason_codes,
 )
-from awaken_s3.threads.codec import n_attr, s_attr
 from awaken_s3.threads.errors import (
     CommitFenced,
     LeaseLost,
@@ -171,11 +171,7 @@ class DynamoThreadStore:
         validate_thread_id(thread_id)
         thread = Thread(thread_id, owner, 0, self._clock(), dict(metadata or {}))
         try:
-            await self._db.put_item(
-                TableName=self._table,
-                Item=codec.thread_item(thread),
-                ConditionExpression="attribute_not_exists(pk)",
-            )
+            await self._db.put_item(**expr.create_thread_put(self._table, thread))
         except ClientError as exc:
             if _code(exc) == "ConditionalCheckFailedException":
                 raise ThreadExists(f"thread {thread_id} already exists") from exc
@@ -195,15 +191,7 @@ class DynamoThreadStore:
     async def load_messages(self, thread_id: str) -> list[Message]:
         await self.get_thread(thread_id)
         messages: list[Message] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :msg)",
-            "ExpressionAttributeValues": {
-                ":pk": s_attr(codec.thread_pk(thread_id)),
-                ":msg": s_attr(codec.MSG_PREFIX),
-            },
-            "ConsistentRead": True,
-        }
+        kwargs = expr.messages_query(self._table, thread_id)
         while True:
             page = await self._call(self._db.query, **kwargs)
             for item in page.get("Items", []):
@@ -307,34 +295,13 @@ class DynamoThreadStore:
         items = await self._message_items(
             thread_id, thread.message_count, messages, f"create/{run_id}"
         )
-        transact: list[dict[str, Any]] = [
-            {
-                "Put": {
-                    "TableName": self._table,
-                    "Item": codec.run_item(run),
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            },
-            *(
-                {
-                    "Put": {
-                        "TableName": self._table,
-                        "Item": item,
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                }
-                for item in items
-            ),
-            expr.create_run_thread_update(
-                self._table,
-                thread_id,
-                owner=owner,
-                run_id=run_id,
-                old_count=thread.message_count,
-                new_count=count,
-                previous_active=thread.active_run,
-            ),
-        ]
+        transact = expr.create_run_transaction(
+            self._table,
+            run,
+            items,
+            old_count=thread.message_count,
+            previous_active=thread.active_run,
+        )
         try:
             await self._call(self._db.transact_write_items, TransactItems=transact)
         except ClientError as exc:
@@ -592,18 +559,12 @@ class DynamoThreadStore:
         self, run_id: str, tool_use_id: str, *, name: str, epoch: int
     ) -> tuple[ToolCallRecord, bool]:
         record = ToolCallRecord(run_id, tool_use_id, name, ToolCallStatus.CLAIMED, epoch)
-        put = {
-            "Put": {
-                "TableName": self._table,
-                "Item": codec.tool_item(record),
-                "ConditionExpression": "attribute_not_exists(pk)",
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-        reasons = await self._with_lease_check(run_id, epoch, put)
+        reasons = await self._with_lease_check(
+            run_id, epoch, expr.tool_claim_transaction(self._table, record)
+        )
         if reasons is None:
             return record, True
-        item = reasons[1].get("Item")
+        item = reasons[expr.OPERATION].get("Item")
         if item:
             return codec.decode_tool(item), False
         existing = await self.get_tool_call(run_id, tool_use_id)
@@ -614,22 +575,10 @@ class DynamoThreadStore:
     async def reclaim_tool_call(
         self, run_id: str, tool_use_id: str, *, epoch: int, previous_epoch: int
     ) -> ToolCallRecord:
-        update = {
-            "Update": {
-                "TableName": self._table,
-                "Key": codec.tool_key(run_id, tool_use_id),
-                "UpdateExpression": "SET epoch = :mine, attempts = attempts + :one",
-                "ConditionExpression": "#status = :claimed AND epoch = :prev",
-                "ExpressionAttributeNames": {"#status": "status"},
-                "ExpressionAttributeValues": {
-                    ":mine": n_attr(epoch),
-                    ":one": n_attr(1),
-                    ":claimed": s_attr(ToolCallStatus.CLAIMED.value),
-                    ":prev": n_attr(previous_epoch),
-                },
-            }
-        }
-        if await self._with_lease_check(run_id, epoch, update) is not None:
+        transact = expr.tool_reclaim_transaction(
+            self._table, run_id, tool_use_id, epoch=epoch, previous_epoch=previous_epoch
+        )
+        if await self._with_lease_check(run_id, epoch, transact) is not None:
             current = await self.get_tool_call(run_id, tool_use_id)
             if current is not None and rules.tool_reclaim_applied(current, epoch=epoch):
                 return current
@@ -641,28 +590,21 @@ class DynamoThreadStore:
         return record
 
     async def _with_lease_check(
-        self, run_id: str, epoch: int, operation: dict[str, Any]
+        self, run_id: str, epoch: int, transact: list[dict[str, Any]]
     ) -> list[Mapping[str, Any]] | None:
-        """Run ``operation`` only while ``epoch`` holds the run. None when it applied, else the
-        cancellation reasons of the operation (LeaseLost is raised for a lost lease)."""
-        check = {
-            "ConditionCheck": {
-                "TableName": self._table,
-                "Key": codec.run_key(run_id),
-                "ConditionExpression": "epoch = :epoch",
-                "ExpressionAttributeValues": {":epoch": n_attr(epoch)},
-            }
-        }
+        """Send a ``[lease check, operation]`` transaction. None when it applied, else the
+        cancellation reasons when the operation's own condition failed (LeaseLost is raised
+        for a lost lease)."""
         try:
-            await self._call(self._db.transact_write_items, TransactItems=[check, operation])
+            await self._call(self._db.transact_write_items, TransactItems=transact)
         except ClientError as exc:
             if _code(exc) != "TransactionCanceledException":
                 raise ThreadStoreError(f"tool call on run {run_id}: {exc}") from exc
             reasons: list[Mapping[str, Any]] = list(exc.response.get("CancellationReasons", []))
             codes = parse_reason_codes(reasons)
-            if codes and codes[0] == "ConditionalCheckFailed":
+            if len(codes) > expr.LEASE_CHECK and codes[expr.LEASE_CHECK] == CONDITION_FAILED:
                 raise LeaseLost(f"run {run_id} is no longer at epoch {epoch}") from exc
-            if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
+            if len(codes) > expr.OPERATION and codes[expr.OPERATION] == CONDITION_FAILED:
                 return reasons
             raise ThreadStoreError(f"tool call on run {run_id} cancelled: {codes}") from exc
         return None
@@ -673,20 +615,14 @@ class DynamoThreadStore:
         try:
             response = await self._call(
                 self._db.update_item,
-                TableName=self._table,
-                Key=codec.tool_key(run_id, tool_use_id),
-                UpdateExpression="SET #status = :finished, content = :content, is_error = :err",
-                ConditionExpression="#status = :claimed AND epoch = :epoch",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":finished": s_attr(ToolCallStatus.FINISHED.value),
-                    ":content": s_attr(content),
-                    ":err": {"BOOL": is_error},
-                    ":claimed": s_attr(ToolCallStatus.CLAIMED.value),
-                    ":epoch": n_attr(epoch),
-                },
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **expr.tool_finish_update(
+                    self._table,
+                    run_id,
+                    tool_use_id,
+                    epoch=epoch,
+                    content=content,
+                    is_error=is_error,
+                ),
             )
         except ClientError as exc:
             if _code(exc) == "ConditionalCheckFailedException":
