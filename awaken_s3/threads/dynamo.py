@@ -17,11 +17,11 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Final, Literal
 
 from aiobotocore.config import AioConfig
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from awaken_s3.ids import validate_run_id, validate_thread_id
 from awaken_s3.messages import Message
@@ -36,6 +36,13 @@ from awaken_s3.threads.cancellation import (
     diagnose_commit,
     parse_reason_codes,
 )
+from awaken_s3.threads.client_errors import (
+    CLIENT_ERRORS,
+    cancelled_error,
+    dynamodb_error,
+    error_code,
+    s3_error,
+)
 from awaken_s3.threads.errors import (
     CommitFenced,
     LeaseLost,
@@ -45,6 +52,7 @@ from awaken_s3.threads.errors import (
     RunChanged,
     RunExists,
     RunNotFound,
+    StoreUnavailable,
     ThreadExists,
     ThreadMovedOn,
     ThreadNotFound,
@@ -68,8 +76,10 @@ logger = logging.getLogger("awaken_s3.threads")
 # room for the other attributes and for UTF-8 growth estimates.
 DEFAULT_OFFLOAD_THRESHOLD: Final = 300 * 1024
 DEFAULT_OFFLOAD_PREFIX: Final = "messages/"
-# Error codes after which the same conditional request may be sent again: either it did not
-# apply, or it did and its condition now recognises it (the commit id), so no duplicate.
+_CONDITION_FAILED: Final = ("ConditionalCheckFailedException",)
+_CANCELLED: Final = ("TransactionCanceledException",)
+# Error codes after which the same commit may be sent again: either it did not apply, or it
+# did and its conditions now recognise it (the commit id), so no duplicate.
 _TRANSIENT_ERRORS: Final = frozenset(
     {
         "ProvisionedThroughputExceededException",
@@ -115,10 +125,6 @@ async def create_table(client: Any, table_name: str) -> None:
     )
 
 
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
 class _RunEnded(ThreadStoreError):
     def __init__(self, run: RunState) -> None:
         super().__init__(f"run {run.run_id} is {run.status.value}")
@@ -136,6 +142,10 @@ class DynamoThreadStore:
     :func:`dynamodb_client_config`). ``s3_client`` + ``bucket`` enable offloading messages
     whose body exceeds ``offload_threshold`` bytes; without them such a message raises
     :class:`MessageTooLarge` before any write.
+
+    Raises only :class:`ThreadStoreError` and its subclasses: a missing table is
+    :class:`TableNotFound`, throttling beyond the client's retries :class:`StoreThrottled`,
+    no answer or a 5xx :class:`StoreUnavailable` (see :mod:`awaken_s3.threads.errors`).
     """
 
     def __init__(
@@ -171,16 +181,19 @@ class DynamoThreadStore:
         validate_thread_id(thread_id)
         thread = Thread(thread_id, owner, 0, self._clock(), dict(metadata or {}))
         try:
-            await self._db.put_item(**expr.create_thread_put(self._table, thread))
+            await self._call(
+                f"create_thread {thread_id}",
+                self._db.put_item,
+                expect=_CONDITION_FAILED,
+                **expr.create_thread_put(self._table, thread),
+            )
         except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
-                raise ThreadExists(f"thread {thread_id} already exists") from exc
-            raise ThreadStoreError(f"create_thread {thread_id}: {exc}") from exc
+            raise ThreadExists(f"thread {thread_id} already exists") from exc
         return thread
 
     async def get_thread(self, thread_id: str, *, owner: str | None = None) -> Thread:
         validate_thread_id(thread_id)
-        item = await self._get_item(codec.thread_key(thread_id))
+        item = await self._get_item(f"get_thread {thread_id}", codec.thread_key(thread_id))
         if item is None:
             raise ThreadNotFound(f"thread {thread_id} not found")
         thread = codec.decode_thread(item)
@@ -193,7 +206,7 @@ class DynamoThreadStore:
         messages: list[Message] = []
         kwargs = expr.messages_query(self._table, thread_id)
         while True:
-            page = await self._call(self._db.query, **kwargs)
+            page = await self._call(f"load_messages {thread_id}", self._db.query, **kwargs)
             for item in page.get("Items", []):
                 stored = await self._decode_message(item)
                 assert stored.message is not None
@@ -212,8 +225,10 @@ class DynamoThreadStore:
             obj = await self._s3.get_object(Bucket=self._bucket, Key=ref)
             async with obj["Body"] as stream:
                 body = await stream.read()
-        except (ClientError, BotoCoreError) as exc:
-            raise ThreadStoreError(f"reading offloaded message {ref}: {exc}") from exc
+        except CLIENT_ERRORS as exc:
+            raise s3_error(
+                exc, action="reading an offloaded message", bucket=self._bucket, key=ref
+            ) from exc
         return codec.decode_stored_message(item, body=body)
 
     async def _message_items(
@@ -251,8 +266,13 @@ class DynamoThreadStore:
                 Body=body.encode("utf-8"),
                 ContentType="application/json",
             )
-        except (ClientError, BotoCoreError) as exc:
-            raise ThreadStoreError(f"offloading message {seq} of {thread_id}: {exc}") from exc
+        except CLIENT_ERRORS as exc:
+            raise s3_error(
+                exc,
+                action=f"offloading message {seq} of thread {thread_id}",
+                bucket=self._bucket,
+                key=key,
+            ) from exc
         return key
 
     # -- runs
@@ -302,13 +322,14 @@ class DynamoThreadStore:
             old_count=thread.message_count,
             previous_active=thread.active_run,
         )
+        action = f"create_run {run_id}"
         try:
-            await self._call(self._db.transact_write_items, TransactItems=transact)
+            await self._call(
+                action, self._db.transact_write_items, expect=_CANCELLED, TransactItems=transact
+            )
         except ClientError as exc:
-            if _code(exc) != "TransactionCanceledException":
-                raise ThreadStoreError(f"create_run {run_id}: {exc}") from exc
             codes = parse_reason_codes(exc.response.get("CancellationReasons", []))
-            if codes and codes[0] == "ConditionalCheckFailed":
+            if codes and codes[0] == CONDITION_FAILED:
                 existing = await self.get_run(run_id)
                 if rules.same_run_request(
                     existing,
@@ -319,12 +340,16 @@ class DynamoThreadStore:
                 ):
                     return existing
                 raise RunExists(f"run {run_id} already exists") from exc
-            raise ThreadMovedOn(f"thread {thread_id} changed while creating run {run_id}") from exc
+            if CONDITION_FAILED in codes or "TransactionConflict" in codes:
+                raise ThreadMovedOn(
+                    f"thread {thread_id} changed while creating run {run_id}"
+                ) from exc
+            raise cancelled_error(codes, action=action, table=self._table) from exc
         return run
 
     async def get_run(self, run_id: str) -> RunState:
         validate_run_id(run_id)
-        item = await self._get_item(codec.run_key(run_id))
+        item = await self._get_item(f"get_run {run_id}", codec.run_key(run_id))
         if item is None:
             raise RunNotFound(f"run {run_id} not found")
         return codec.decode_run(item)
@@ -334,7 +359,9 @@ class DynamoThreadStore:
         now = self._clock()
         try:
             response = await self._call(
+                f"claim_run {run_id}",
                 self._db.update_item,
+                expect=_CONDITION_FAILED,
                 **expr.claim_update(
                     self._table,
                     run_id,
@@ -345,8 +372,6 @@ class DynamoThreadStore:
                 ),
             )
         except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise ThreadStoreError(f"claim_run {run_id}: {exc}") from exc
             old: Any = exc.response.get("Item")
             if not old:
                 raise RunNotFound(f"run {run_id} not found") from exc
@@ -372,10 +397,10 @@ class DynamoThreadStore:
         raises :class:`_RunEnded` with the stored run.
         """
         try:
-            response = await self._call(self._db.update_item, **request)
+            response = await self._call(
+                f"update of run {run_id}", self._db.update_item, expect=_CONDITION_FAILED, **request
+            )
         except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise ThreadStoreError(f"update of run {run_id}: {exc}") from exc
             old: Any = exc.response.get("Item")
             if not old:
                 raise RunNotFound(f"run {run_id} not found") from exc
@@ -480,11 +505,12 @@ class DynamoThreadStore:
         validate_run_id(run_id)
         try:
             response = await self._call(
-                self._db.update_item, **expr.cancel_update(self._table, run_id, now=self._clock())
+                f"cancel_run {run_id}",
+                self._db.update_item,
+                expect=_CONDITION_FAILED,
+                **expr.cancel_update(self._table, run_id, now=self._clock()),
             )
         except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise ThreadStoreError(f"cancel_run {run_id}: {exc}") from exc
             old: Any = exc.response.get("Item")
             if not old:
                 raise RunNotFound(f"run {run_id} not found") from exc
@@ -498,22 +524,24 @@ class DynamoThreadStore:
             commit.thread_id, commit.expected_message_count, commit.messages, commit.commit_id
         )
         transact = expr.commit_transaction(self._table, commit, items, now=self._clock())
+        action = f"commit of run {commit.run_id}"
         attempt = 0
         while True:
             try:
-                await self._db.transact_write_items(
+                await self._call(
+                    action,
+                    self._db.transact_write_items,
+                    expect=(*_CANCELLED, *_TRANSIENT_ERRORS),
                     TransactItems=transact,
                     ClientRequestToken=_request_token(commit.commit_id),
                 )
                 return CommitResult(rules.apply_commit(commit, now=self._clock()))
             except ClientError as exc:
-                code = _code(exc)
-                if code == "TransactionCanceledException":
+                cancelled = error_code(exc) in _CANCELLED
+                if cancelled:
                     verdict, detail = await self._diagnose(commit, exc)
-                elif code in _TRANSIENT_ERRORS:
-                    verdict, detail = Verdict.RETRY, code
                 else:
-                    raise ThreadStoreError(f"commit of run {commit.run_id}: {exc}") from exc
+                    verdict, detail = Verdict.RETRY, error_code(exc)
                 if verdict == Verdict.DUPLICATE:
                     logger.info("commit %s had already landed: %s", commit.commit_id, detail)
                     return CommitResult(await self.get_run(commit.run_id), duplicate=True)
@@ -522,14 +550,15 @@ class DynamoThreadStore:
                 if verdict == Verdict.MOVED_ON:
                     raise ThreadMovedOn(detail) from exc
                 if verdict == Verdict.ERROR or attempt >= self._retries:
-                    raise ThreadStoreError(
-                        f"commit of run {commit.run_id} failed: {detail}"
-                    ) from exc
-            except BotoCoreError as exc:
-                # Connection dropped or timed out after botocore's own retries: the commit may
-                # or may not have landed. Re-sending is safe: its conditions recognise it.
+                    if not cancelled:
+                        raise dynamodb_error(exc, action=action, table=self._table) from exc
+                    codes = parse_reason_codes(exc.response.get("CancellationReasons", []))
+                    raise cancelled_error(codes, action=action, table=self._table) from exc
+            except StoreUnavailable:
+                # No answer, or a 5xx, after botocore's own retries: the commit may or may not
+                # have landed. Re-sending is safe: its conditions recognise it.
                 if attempt >= self._retries:
-                    raise ThreadStoreError(f"commit of run {commit.run_id}: {exc}") from exc
+                    raise
             attempt += 1
             await self._sleep(min(0.05 * 2**attempt, 2.0))
 
@@ -595,18 +624,19 @@ class DynamoThreadStore:
         """Send a ``[lease check, operation]`` transaction. None when it applied, else the
         cancellation reasons when the operation's own condition failed (LeaseLost is raised
         for a lost lease)."""
+        action = f"tool call on run {run_id}"
         try:
-            await self._call(self._db.transact_write_items, TransactItems=transact)
+            await self._call(
+                action, self._db.transact_write_items, expect=_CANCELLED, TransactItems=transact
+            )
         except ClientError as exc:
-            if _code(exc) != "TransactionCanceledException":
-                raise ThreadStoreError(f"tool call on run {run_id}: {exc}") from exc
             reasons: list[Mapping[str, Any]] = list(exc.response.get("CancellationReasons", []))
             codes = parse_reason_codes(reasons)
             if len(codes) > expr.LEASE_CHECK and codes[expr.LEASE_CHECK] == CONDITION_FAILED:
                 raise LeaseLost(f"run {run_id} is no longer at epoch {epoch}") from exc
             if len(codes) > expr.OPERATION and codes[expr.OPERATION] == CONDITION_FAILED:
                 return reasons
-            raise ThreadStoreError(f"tool call on run {run_id} cancelled: {codes}") from exc
+            raise cancelled_error(codes, action=action, table=self._table) from exc
         return None
 
     async def finish_tool_call(
@@ -614,7 +644,9 @@ class DynamoThreadStore:
     ) -> ToolCallRecord:
         try:
             response = await self._call(
+                f"finish of tool call {tool_use_id}",
                 self._db.update_item,
+                expect=_CONDITION_FAILED,
                 **expr.tool_finish_update(
                     self._table,
                     run_id,
@@ -625,21 +657,19 @@ class DynamoThreadStore:
                 ),
             )
         except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
-                old: Any = exc.response.get("Item")
-                current = codec.decode_tool(old) if old else None
-                if current is not None and rules.tool_finish_applied(
-                    current, epoch=epoch, content=content, is_error=is_error
-                ):
-                    return current
-                raise ToolCallConflict(
-                    f"tool call {tool_use_id} is not held by epoch {epoch}"
-                ) from exc
-            raise ThreadStoreError(f"finish of tool call {tool_use_id}: {exc}") from exc
+            old: Any = exc.response.get("Item")
+            current = codec.decode_tool(old) if old else None
+            if current is not None and rules.tool_finish_applied(
+                current, epoch=epoch, content=content, is_error=is_error
+            ):
+                return current
+            raise ToolCallConflict(f"tool call {tool_use_id} is not held by epoch {epoch}") from exc
         return codec.decode_tool(response["Attributes"])
 
     async def get_tool_call(self, run_id: str, tool_use_id: str) -> ToolCallRecord | None:
-        item = await self._get_item(codec.tool_key(run_id, tool_use_id))
+        item = await self._get_item(
+            f"get_tool_call {tool_use_id}", codec.tool_key(run_id, tool_use_id)
+        )
         return None if item is None else codec.decode_tool(item)
 
     # -- the sweeper
@@ -649,15 +679,11 @@ class DynamoThreadStore:
         for shard in range(rules.SWEEP_SHARDS):
             if len(run_ids) >= limit:
                 break
-            try:
-                page = await self._call(
-                    self._db.query,
-                    **expr.stalled_query(
-                        self._table, str(shard), now=now, limit=limit - len(run_ids)
-                    ),
-                )
-            except ClientError as exc:
-                raise ThreadStoreError(f"query of the sweep index: {exc}") from exc
+            page = await self._call(
+                "query of the sweep index",
+                self._db.query,
+                **expr.stalled_query(self._table, str(shard), now=now, limit=limit - len(run_ids)),
+            )
             for item in page.get("Items", []):
                 run_ids.append(str(item["pk"]["S"]).removeprefix("RUN#"))
         return run_ids
@@ -675,26 +701,39 @@ class DynamoThreadStore:
 
     async def _sweep_write(self, run: RunState, request: dict[str, Any]) -> RunState:
         try:
-            response = await self._call(self._db.update_item, **request)
+            response = await self._call(
+                f"sweep of run {run.run_id}",
+                self._db.update_item,
+                expect=_CONDITION_FAILED,
+                **request,
+            )
         except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
-                raise RunChanged(f"run {run.run_id} changed since the sweeper read it") from exc
-            raise ThreadStoreError(f"sweep of run {run.run_id}: {exc}") from exc
+            raise RunChanged(f"run {run.run_id} changed since the sweeper read it") from exc
         return codec.decode_run(response["Attributes"])
 
     # -- plumbing
 
-    async def _get_item(self, key: dict[str, Any]) -> dict[str, Any] | None:
+    async def _get_item(self, action: str, key: dict[str, Any]) -> dict[str, Any] | None:
         response = await self._call(
-            self._db.get_item, TableName=self._table, Key=key, ConsistentRead=True
+            action, self._db.get_item, TableName=self._table, Key=key, ConsistentRead=True
         )
         item: dict[str, Any] | None = response.get("Item")
         return item
 
-    async def _call(self, operation: Callable[..., Awaitable[Any]], **kwargs: Any) -> Any:
+    async def _call(
+        self,
+        action: str,
+        operation: Callable[..., Awaitable[Any]],
+        *,
+        expect: Collection[str] = (),
+        **kwargs: Any,
+    ) -> Any:
+        """Send one request. A ``ClientError`` whose code is in ``expect`` is an outcome the
+        caller reads (a lost condition, a cancelled transaction); every other failure leaves
+        as the store's own error (:mod:`client_errors`), naming ``action`` and the table."""
         try:
             return await operation(**kwargs)
-        except ClientError:
-            raise
-        except BotoCoreError as exc:
-            raise ThreadStoreError(f"DynamoDB unreachable: {exc}") from exc
+        except CLIENT_ERRORS as exc:
+            if isinstance(exc, ClientError) and error_code(exc) in expect:
+                raise
+            raise dynamodb_error(exc, action=action, table=self._table) from exc
