@@ -18,7 +18,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from aiobotocore.config import AioConfig
 from botocore.exceptions import ClientError
@@ -70,6 +70,11 @@ from awaken_s3.threads.models import (
     TurnCommit,
 )
 
+if TYPE_CHECKING:
+    # Stubs only: the clients are whatever aiobotocore session the caller opened.
+    from types_aiobotocore_dynamodb import DynamoDBClient
+    from types_aiobotocore_s3 import S3Client
+
 logger = logging.getLogger("awaken_s3.threads")
 
 # DynamoDB caps an item at 400 KB (names + values). Bodies above this go to S3, leaving ample
@@ -106,7 +111,7 @@ def dynamodb_client_config(
     return AioConfig(retries={"mode": mode, "total_max_attempts": total_max_attempts})
 
 
-async def create_table(client: Any, table_name: str) -> None:
+async def create_table(client: DynamoDBClient, table_name: str) -> None:
     """Create the on-demand table (tests, local servers; production uses template.yaml)."""
     await client.create_table(
         TableName=table_name,
@@ -139,7 +144,8 @@ def _request_token(commit_id: str) -> str:
 
 class DynamoThreadStore:
     """``client`` is an aiobotocore DynamoDB client the caller owns (build it with
-    :func:`dynamodb_client_config`). ``s3_client`` + ``bucket`` enable offloading messages
+    :func:`dynamodb_client_config`; typed as ``types_aiobotocore_dynamodb.DynamoDBClient``,
+    stubs that type checking alone imports). ``s3_client`` + ``bucket`` enable offloading messages
     whose body exceeds ``offload_threshold`` bytes; without them such a message raises
     :class:`MessageTooLarge` before any write.
 
@@ -152,8 +158,8 @@ class DynamoThreadStore:
         self,
         table_name: str,
         *,
-        client: Any,
-        s3_client: Any | None = None,
+        client: DynamoDBClient,
+        s3_client: S3Client | None = None,
         bucket: str | None = None,
         offload_prefix: str = DEFAULT_OFFLOAD_PREFIX,
         offload_threshold: int = DEFAULT_OFFLOAD_THRESHOLD,

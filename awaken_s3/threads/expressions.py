@@ -9,7 +9,7 @@ them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from awaken_s3.streaming.outcome import ClassifiedError
 from awaken_s3.threads import codec, rules
@@ -22,6 +22,9 @@ from awaken_s3.threads.models import (
     ToolCallStatus,
     TurnCommit,
 )
+
+if TYPE_CHECKING:
+    from types_aiobotocore_dynamodb.type_defs import GlobalSecondaryIndexTypeDef
 
 Item = dict[str, Any]
 
@@ -355,7 +358,7 @@ def stalled_query(table: str, shard: str, *, now: float, limit: int) -> Item:
     }
 
 
-def sweep_index_definition() -> Item:
+def sweep_index_definition() -> GlobalSecondaryIndexTypeDef:
     """The sparse global secondary index, as ``create_table`` and template.yaml define it."""
     return {
         "IndexName": SWEEP_INDEX,
