@@ -144,10 +144,10 @@ def _request_token(commit_id: str) -> str:
 
 class DynamoThreadStore:
     """``client`` is an aiobotocore DynamoDB client the caller owns (build it with
-    :func:`dynamodb_client_config`; typed as ``types_aiobotocore_dynamodb.DynamoDBClient``,
-    stubs that type checking alone imports). ``s3_client`` + ``bucket`` enable offloading messages
+    :func:`dynamodb_client_config`). ``s3_client`` + ``bucket`` enable offloading messages
     whose body exceeds ``offload_threshold`` bytes; without them such a message raises
-    :class:`MessageTooLarge` before any write.
+    :class:`MessageTooLarge` before any write. Both clients are typed with the
+    ``types-aiobotocore`` stubs, which only type checking imports.
 
     Raises only :class:`ThreadStoreError` and its subclasses: a missing table is
     :class:`TableNotFound`, throttling beyond the client's retries :class:`StoreThrottled`,
