@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from awaken_s3.errors import CheckpointCorrupt, CheckpointFenced, CheckpointSchemaUnsupported
 from awaken_s3.models import StreamCheckpoint
 from awaken_s3.stores.base import ListableCheckpointStore, StreamCheckpointStore
-from awaken_s3.threads.base import ThreadStore
+from awaken_s3.threads.base import RunStore
 from awaken_s3.threads.errors import RunNotFound
 from awaken_s3.threads.models import RunState
 
@@ -67,7 +67,7 @@ class Verdict:
 
 async def survey(
     checkpoints: ListableCheckpointStore,
-    threads: ThreadStore,
+    threads: RunStore,
     *,
     now: datetime,
     max_age: timedelta | None = None,
@@ -115,7 +115,7 @@ def kept_newer(schema_version: int) -> str:
 
 async def clean(
     checkpoints: ListableCheckpointStore,
-    threads: ThreadStore,
+    threads: RunStore,
     *,
     now: datetime,
     max_age: timedelta | None = None,

@@ -7,7 +7,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from awaken_s3.threads.base import ThreadStore
+from awaken_s3.threads.base import RunStore
 from awaken_s3.threads.errors import LeaseLost, RunNotFound, ThreadStoreError
 
 log = logging.getLogger("awaken_s3.lease")
@@ -24,7 +24,7 @@ class LeaseKeeper:
 
     def __init__(
         self,
-        store: ThreadStore,
+        store: RunStore,
         *,
         run_id: str,
         worker: str,

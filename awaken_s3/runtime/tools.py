@@ -34,7 +34,7 @@ from jsonschema.exceptions import SchemaError
 
 from awaken_s3.messages import ToolResultBlock, ToolUseBlock
 from awaken_s3.streaming.provider import ToolSpec
-from awaken_s3.threads.base import ThreadStore
+from awaken_s3.threads.base import ToolCallLedger
 from awaken_s3.threads.models import ToolCallStatus
 
 log = logging.getLogger("awaken_s3.tools")
@@ -198,7 +198,7 @@ class ToolRegistry:
 
 
 async def execute_tool_call(
-    store: ThreadStore,
+    store: ToolCallLedger,
     registry: ToolRegistry,
     *,
     run_id: str,

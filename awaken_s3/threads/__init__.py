@@ -1,10 +1,12 @@
 """Threads in DynamoDB: messages, run state with its lease, tool-call records.
 
-One contract (:class:`ThreadStore`), an in-memory backend and a DynamoDB backend; the key
-design and the commit protocol are described in docs/THREADS.md.
+The contracts (:class:`RunStore`, :class:`ToolCallLedger`, :class:`RunSweepStore`, and
+:class:`ThreadStore` = runs + ledger), an in-memory backend and a DynamoDB backend that each
+implement all of them; the key design and the commit protocol are described in
+docs/THREADS.md.
 """
 
-from awaken_s3.threads.base import ThreadStore
+from awaken_s3.threads.base import RunStore, RunSweepStore, ThreadStore, ToolCallLedger
 from awaken_s3.threads.dynamo import DynamoThreadStore, create_table, dynamodb_client_config
 from awaken_s3.threads.errors import (
     CommitConflict,
@@ -16,6 +18,9 @@ from awaken_s3.threads.errors import (
     RunChanged,
     RunExists,
     RunNotFound,
+    StoreThrottled,
+    StoreUnavailable,
+    TableNotFound,
     ThreadExists,
     ThreadMovedOn,
     ThreadNotFound,
@@ -52,6 +57,11 @@ __all__ = [
     "RunSettings",
     "RunState",
     "RunStatus",
+    "RunStore",
+    "RunSweepStore",
+    "StoreThrottled",
+    "StoreUnavailable",
+    "TableNotFound",
     "Thread",
     "ThreadExists",
     "ThreadMovedOn",
@@ -59,6 +69,7 @@ __all__ = [
     "ThreadStore",
     "ThreadStoreError",
     "ToolCallConflict",
+    "ToolCallLedger",
     "ToolCallRecord",
     "ToolCallStatus",
     "TurnCommit",

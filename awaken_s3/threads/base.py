@@ -1,4 +1,23 @@
-"""The ThreadStore contract: threads, messages, run state with its lease, tool-call records."""
+"""The thread store's contracts, one per thing a caller holds.
+
+* :class:`RunStore`: threads and their messages, runs with their lease, and the turn commit.
+  These share transactions: ``create_run`` appends to the thread and creates the run in one
+  write, and a commit appends messages and advances the run in one write.
+* :class:`ToolCallLedger`: at-most-once records of tool calls, claimed before a tool runs and
+  finished after. A claim holds only while the claimer's epoch holds the run lease.
+* :class:`RunSweepStore`: the sweeper's view, runs nobody drives, through a sparse index.
+* :class:`ThreadStore`: ``RunStore`` + ``ToolCallLedger``, what the run loop drives a run with.
+
+Callers depend on the narrowest of these they use. Both backends implement all of them in one
+class, because the parts are not independent in storage: a ledger claim is checked against
+the run's epoch in the same DynamoDB transaction (a ``ConditionCheck`` on the run item beside
+the put of the tool-call item, which shares the run's partition), and the sweeper's writes are
+conditions on the run item itself. Splitting the storage would lose those fences.
+
+Besides the errors each method documents, any method may raise the storage errors of
+:mod:`awaken_s3.threads.errors` (``TableNotFound``, ``StoreThrottled``, ``StoreUnavailable``,
+or a plain ``ThreadStoreError``), and never a raw client error.
+"""
 
 from __future__ import annotations
 
@@ -19,8 +38,9 @@ from awaken_s3.threads.models import (
 
 
 @runtime_checkable
-class ThreadStore(Protocol):
-    """Every write that decides a run's fate is conditional, checked by the storage itself."""
+class RunStore(Protocol):
+    """Threads, messages and runs: every write that decides a run's fate is conditional,
+    checked by the storage itself."""
 
     async def create_thread(
         self, thread_id: str, *, owner: str, metadata: Mapping[str, str] | None = None
@@ -115,6 +135,17 @@ class ThreadStore(Protocol):
         """
         ...
 
+
+@runtime_checkable
+class ToolCallLedger(Protocol):
+    """At-most-once records of tool calls, one per ``(run_id, tool_use_id)``.
+
+    Not separable from the runs in storage: a claim or reclaim is written only while the
+    claimer's ``epoch`` still holds the run's lease, checked in the same transaction as the
+    write, so a fenced worker never starts a side effect. The implementations therefore live
+    in the same class as the :class:`RunStore`.
+    """
+
     async def claim_tool_call(
         self, run_id: str, tool_use_id: str, *, name: str, epoch: int
     ) -> tuple[ToolCallRecord, bool]:
@@ -141,6 +172,16 @@ class ThreadStore(Protocol):
         ...
 
     async def get_tool_call(self, run_id: str, tool_use_id: str) -> ToolCallRecord | None: ...
+
+
+@runtime_checkable
+class ThreadStore(RunStore, ToolCallLedger, Protocol):
+    """What the run loop drives a run with: its runs and its tool calls.
+
+    Both backends (:class:`~awaken_s3.threads.memory.InMemoryThreadStore`,
+    :class:`~awaken_s3.threads.dynamo.DynamoThreadStore`) implement it, and
+    :class:`RunSweepStore` besides.
+    """
 
 
 @runtime_checkable

@@ -1,4 +1,9 @@
-"""ThreadStore over one DynamoDB table (aioboto3/aiobotocore), with S3 offload of big messages.
+"""The thread store over one DynamoDB table (aiobotocore), with S3 offload of big messages.
+
+:class:`DynamoThreadStore` implements every contract of :mod:`awaken_s3.threads.base`
+(``RunStore``, ``ToolCallLedger``, ``RunSweepStore``) in one class: runs, their tool calls
+and the sweep index live in one table, and a tool-call claim is a transaction with a
+condition on the run item.
 
 A thin shell: keys and items come from :mod:`codec`, the meaning of a cancelled commit from
 :mod:`cancellation`. Every write that decides a run's fate carries its condition, so the table
@@ -12,11 +17,11 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final, Literal
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from aiobotocore.config import AioConfig
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from awaken_s3.ids import validate_run_id, validate_thread_id
 from awaken_s3.messages import Message
@@ -24,13 +29,20 @@ from awaken_s3.streaming.outcome import ClassifiedError
 from awaken_s3.threads import codec, rules
 from awaken_s3.threads import expressions as expr
 from awaken_s3.threads.cancellation import (
+    CONDITION_FAILED,
     ItemReason,
     StoredMessage,
     Verdict,
     diagnose_commit,
     parse_reason_codes,
 )
-from awaken_s3.threads.codec import n_attr, s_attr
+from awaken_s3.threads.client_errors import (
+    CLIENT_ERRORS,
+    cancelled_error,
+    dynamodb_error,
+    error_code,
+    s3_error,
+)
 from awaken_s3.threads.errors import (
     CommitFenced,
     LeaseLost,
@@ -40,6 +52,7 @@ from awaken_s3.threads.errors import (
     RunChanged,
     RunExists,
     RunNotFound,
+    StoreUnavailable,
     ThreadExists,
     ThreadMovedOn,
     ThreadNotFound,
@@ -57,14 +70,21 @@ from awaken_s3.threads.models import (
     TurnCommit,
 )
 
+if TYPE_CHECKING:
+    # Stubs only: the clients are whatever aiobotocore session the caller opened.
+    from types_aiobotocore_dynamodb import DynamoDBClient
+    from types_aiobotocore_s3 import S3Client
+
 logger = logging.getLogger("awaken_s3.threads")
 
 # DynamoDB caps an item at 400 KB (names + values). Bodies above this go to S3, leaving ample
 # room for the other attributes and for UTF-8 growth estimates.
 DEFAULT_OFFLOAD_THRESHOLD: Final = 300 * 1024
 DEFAULT_OFFLOAD_PREFIX: Final = "messages/"
-# Error codes after which the same conditional request may be sent again: either it did not
-# apply, or it did and its condition now recognises it (the commit id), so no duplicate.
+_CONDITION_FAILED: Final = ("ConditionalCheckFailedException",)
+_CANCELLED: Final = ("TransactionCanceledException",)
+# Error codes after which the same commit may be sent again: either it did not apply, or it
+# did and its conditions now recognise it (the commit id), so no duplicate.
 _TRANSIENT_ERRORS: Final = frozenset(
     {
         "ProvisionedThroughputExceededException",
@@ -91,7 +111,7 @@ def dynamodb_client_config(
     return AioConfig(retries={"mode": mode, "total_max_attempts": total_max_attempts})
 
 
-async def create_table(client: Any, table_name: str) -> None:
+async def create_table(client: DynamoDBClient, table_name: str) -> None:
     """Create the on-demand table (tests, local servers; production uses template.yaml)."""
     await client.create_table(
         TableName=table_name,
@@ -110,10 +130,6 @@ async def create_table(client: Any, table_name: str) -> None:
     )
 
 
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
 class _RunEnded(ThreadStoreError):
     def __init__(self, run: RunState) -> None:
         super().__init__(f"run {run.run_id} is {run.status.value}")
@@ -130,15 +146,20 @@ class DynamoThreadStore:
     """``client`` is an aiobotocore DynamoDB client the caller owns (build it with
     :func:`dynamodb_client_config`). ``s3_client`` + ``bucket`` enable offloading messages
     whose body exceeds ``offload_threshold`` bytes; without them such a message raises
-    :class:`MessageTooLarge` before any write.
+    :class:`MessageTooLarge` before any write. Both clients are typed with the
+    ``types-aiobotocore`` stubs, which only type checking imports.
+
+    Raises only :class:`ThreadStoreError` and its subclasses: a missing table is
+    :class:`TableNotFound`, throttling beyond the client's retries :class:`StoreThrottled`,
+    no answer or a 5xx :class:`StoreUnavailable` (see :mod:`awaken_s3.threads.errors`).
     """
 
     def __init__(
         self,
         table_name: str,
         *,
-        client: Any,
-        s3_client: Any | None = None,
+        client: DynamoDBClient,
+        s3_client: S3Client | None = None,
         bucket: str | None = None,
         offload_prefix: str = DEFAULT_OFFLOAD_PREFIX,
         offload_threshold: int = DEFAULT_OFFLOAD_THRESHOLD,
@@ -166,20 +187,19 @@ class DynamoThreadStore:
         validate_thread_id(thread_id)
         thread = Thread(thread_id, owner, 0, self._clock(), dict(metadata or {}))
         try:
-            await self._db.put_item(
-                TableName=self._table,
-                Item=codec.thread_item(thread),
-                ConditionExpression="attribute_not_exists(pk)",
+            await self._call(
+                f"create_thread {thread_id}",
+                self._db.put_item,
+                expect=_CONDITION_FAILED,
+                **expr.create_thread_put(self._table, thread),
             )
         except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
-                raise ThreadExists(f"thread {thread_id} already exists") from exc
-            raise ThreadStoreError(f"create_thread {thread_id}: {exc}") from exc
+            raise ThreadExists(f"thread {thread_id} already exists") from exc
         return thread
 
     async def get_thread(self, thread_id: str, *, owner: str | None = None) -> Thread:
         validate_thread_id(thread_id)
-        item = await self._get_item(codec.thread_key(thread_id))
+        item = await self._get_item(f"get_thread {thread_id}", codec.thread_key(thread_id))
         if item is None:
             raise ThreadNotFound(f"thread {thread_id} not found")
         thread = codec.decode_thread(item)
@@ -190,17 +210,9 @@ class DynamoThreadStore:
     async def load_messages(self, thread_id: str) -> list[Message]:
         await self.get_thread(thread_id)
         messages: list[Message] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :msg)",
-            "ExpressionAttributeValues": {
-                ":pk": s_attr(codec.thread_pk(thread_id)),
-                ":msg": s_attr(codec.MSG_PREFIX),
-            },
-            "ConsistentRead": True,
-        }
+        kwargs = expr.messages_query(self._table, thread_id)
         while True:
-            page = await self._call(self._db.query, **kwargs)
+            page = await self._call(f"load_messages {thread_id}", self._db.query, **kwargs)
             for item in page.get("Items", []):
                 stored = await self._decode_message(item)
                 assert stored.message is not None
@@ -219,8 +231,10 @@ class DynamoThreadStore:
             obj = await self._s3.get_object(Bucket=self._bucket, Key=ref)
             async with obj["Body"] as stream:
                 body = await stream.read()
-        except (ClientError, BotoCoreError) as exc:
-            raise ThreadStoreError(f"reading offloaded message {ref}: {exc}") from exc
+        except CLIENT_ERRORS as exc:
+            raise s3_error(
+                exc, action="reading an offloaded message", bucket=self._bucket, key=ref
+            ) from exc
         return codec.decode_stored_message(item, body=body)
 
     async def _message_items(
@@ -258,8 +272,13 @@ class DynamoThreadStore:
                 Body=body.encode("utf-8"),
                 ContentType="application/json",
             )
-        except (ClientError, BotoCoreError) as exc:
-            raise ThreadStoreError(f"offloading message {seq} of {thread_id}: {exc}") from exc
+        except CLIENT_ERRORS as exc:
+            raise s3_error(
+                exc,
+                action=f"offloading message {seq} of thread {thread_id}",
+                bucket=self._bucket,
+                key=key,
+            ) from exc
         return key
 
     # -- runs
@@ -302,41 +321,21 @@ class DynamoThreadStore:
         items = await self._message_items(
             thread_id, thread.message_count, messages, f"create/{run_id}"
         )
-        transact: list[dict[str, Any]] = [
-            {
-                "Put": {
-                    "TableName": self._table,
-                    "Item": codec.run_item(run),
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            },
-            *(
-                {
-                    "Put": {
-                        "TableName": self._table,
-                        "Item": item,
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                }
-                for item in items
-            ),
-            expr.create_run_thread_update(
-                self._table,
-                thread_id,
-                owner=owner,
-                run_id=run_id,
-                old_count=thread.message_count,
-                new_count=count,
-                previous_active=thread.active_run,
-            ),
-        ]
+        transact = expr.create_run_transaction(
+            self._table,
+            run,
+            items,
+            old_count=thread.message_count,
+            previous_active=thread.active_run,
+        )
+        action = f"create_run {run_id}"
         try:
-            await self._call(self._db.transact_write_items, TransactItems=transact)
+            await self._call(
+                action, self._db.transact_write_items, expect=_CANCELLED, TransactItems=transact
+            )
         except ClientError as exc:
-            if _code(exc) != "TransactionCanceledException":
-                raise ThreadStoreError(f"create_run {run_id}: {exc}") from exc
             codes = parse_reason_codes(exc.response.get("CancellationReasons", []))
-            if codes and codes[0] == "ConditionalCheckFailed":
+            if codes and codes[0] == CONDITION_FAILED:
                 existing = await self.get_run(run_id)
                 if rules.same_run_request(
                     existing,
@@ -347,12 +346,16 @@ class DynamoThreadStore:
                 ):
                     return existing
                 raise RunExists(f"run {run_id} already exists") from exc
-            raise ThreadMovedOn(f"thread {thread_id} changed while creating run {run_id}") from exc
+            if CONDITION_FAILED in codes or "TransactionConflict" in codes:
+                raise ThreadMovedOn(
+                    f"thread {thread_id} changed while creating run {run_id}"
+                ) from exc
+            raise cancelled_error(codes, action=action, table=self._table) from exc
         return run
 
     async def get_run(self, run_id: str) -> RunState:
         validate_run_id(run_id)
-        item = await self._get_item(codec.run_key(run_id))
+        item = await self._get_item(f"get_run {run_id}", codec.run_key(run_id))
         if item is None:
             raise RunNotFound(f"run {run_id} not found")
         return codec.decode_run(item)
@@ -362,7 +365,9 @@ class DynamoThreadStore:
         now = self._clock()
         try:
             response = await self._call(
+                f"claim_run {run_id}",
                 self._db.update_item,
+                expect=_CONDITION_FAILED,
                 **expr.claim_update(
                     self._table,
                     run_id,
@@ -373,8 +378,6 @@ class DynamoThreadStore:
                 ),
             )
         except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise ThreadStoreError(f"claim_run {run_id}: {exc}") from exc
             old: Any = exc.response.get("Item")
             if not old:
                 raise RunNotFound(f"run {run_id} not found") from exc
@@ -400,10 +403,10 @@ class DynamoThreadStore:
         raises :class:`_RunEnded` with the stored run.
         """
         try:
-            response = await self._call(self._db.update_item, **request)
+            response = await self._call(
+                f"update of run {run_id}", self._db.update_item, expect=_CONDITION_FAILED, **request
+            )
         except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise ThreadStoreError(f"update of run {run_id}: {exc}") from exc
             old: Any = exc.response.get("Item")
             if not old:
                 raise RunNotFound(f"run {run_id} not found") from exc
@@ -508,11 +511,12 @@ class DynamoThreadStore:
         validate_run_id(run_id)
         try:
             response = await self._call(
-                self._db.update_item, **expr.cancel_update(self._table, run_id, now=self._clock())
+                f"cancel_run {run_id}",
+                self._db.update_item,
+                expect=_CONDITION_FAILED,
+                **expr.cancel_update(self._table, run_id, now=self._clock()),
             )
         except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise ThreadStoreError(f"cancel_run {run_id}: {exc}") from exc
             old: Any = exc.response.get("Item")
             if not old:
                 raise RunNotFound(f"run {run_id} not found") from exc
@@ -526,22 +530,24 @@ class DynamoThreadStore:
             commit.thread_id, commit.expected_message_count, commit.messages, commit.commit_id
         )
         transact = expr.commit_transaction(self._table, commit, items, now=self._clock())
+        action = f"commit of run {commit.run_id}"
         attempt = 0
         while True:
             try:
-                await self._db.transact_write_items(
+                await self._call(
+                    action,
+                    self._db.transact_write_items,
+                    expect=(*_CANCELLED, *_TRANSIENT_ERRORS),
                     TransactItems=transact,
                     ClientRequestToken=_request_token(commit.commit_id),
                 )
                 return CommitResult(rules.apply_commit(commit, now=self._clock()))
             except ClientError as exc:
-                code = _code(exc)
-                if code == "TransactionCanceledException":
+                cancelled = error_code(exc) in _CANCELLED
+                if cancelled:
                     verdict, detail = await self._diagnose(commit, exc)
-                elif code in _TRANSIENT_ERRORS:
-                    verdict, detail = Verdict.RETRY, code
                 else:
-                    raise ThreadStoreError(f"commit of run {commit.run_id}: {exc}") from exc
+                    verdict, detail = Verdict.RETRY, error_code(exc)
                 if verdict == Verdict.DUPLICATE:
                     logger.info("commit %s had already landed: %s", commit.commit_id, detail)
                     return CommitResult(await self.get_run(commit.run_id), duplicate=True)
@@ -550,14 +556,15 @@ class DynamoThreadStore:
                 if verdict == Verdict.MOVED_ON:
                     raise ThreadMovedOn(detail) from exc
                 if verdict == Verdict.ERROR or attempt >= self._retries:
-                    raise ThreadStoreError(
-                        f"commit of run {commit.run_id} failed: {detail}"
-                    ) from exc
-            except BotoCoreError as exc:
-                # Connection dropped or timed out after botocore's own retries: the commit may
-                # or may not have landed. Re-sending is safe: its conditions recognise it.
+                    if not cancelled:
+                        raise dynamodb_error(exc, action=action, table=self._table) from exc
+                    codes = parse_reason_codes(exc.response.get("CancellationReasons", []))
+                    raise cancelled_error(codes, action=action, table=self._table) from exc
+            except StoreUnavailable:
+                # No answer, or a 5xx, after botocore's own retries: the commit may or may not
+                # have landed. Re-sending is safe: its conditions recognise it.
                 if attempt >= self._retries:
-                    raise ThreadStoreError(f"commit of run {commit.run_id}: {exc}") from exc
+                    raise
             attempt += 1
             await self._sleep(min(0.05 * 2**attempt, 2.0))
 
@@ -587,18 +594,12 @@ class DynamoThreadStore:
         self, run_id: str, tool_use_id: str, *, name: str, epoch: int
     ) -> tuple[ToolCallRecord, bool]:
         record = ToolCallRecord(run_id, tool_use_id, name, ToolCallStatus.CLAIMED, epoch)
-        put = {
-            "Put": {
-                "TableName": self._table,
-                "Item": codec.tool_item(record),
-                "ConditionExpression": "attribute_not_exists(pk)",
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-        reasons = await self._with_lease_check(run_id, epoch, put)
+        reasons = await self._with_lease_check(
+            run_id, epoch, expr.tool_claim_transaction(self._table, record)
+        )
         if reasons is None:
             return record, True
-        item = reasons[1].get("Item")
+        item = reasons[expr.OPERATION].get("Item")
         if item:
             return codec.decode_tool(item), False
         existing = await self.get_tool_call(run_id, tool_use_id)
@@ -609,22 +610,10 @@ class DynamoThreadStore:
     async def reclaim_tool_call(
         self, run_id: str, tool_use_id: str, *, epoch: int, previous_epoch: int
     ) -> ToolCallRecord:
-        update = {
-            "Update": {
-                "TableName": self._table,
-                "Key": codec.tool_key(run_id, tool_use_id),
-                "UpdateExpression": "SET epoch = :mine, attempts = attempts + :one",
-                "ConditionExpression": "#status = :claimed AND epoch = :prev",
-                "ExpressionAttributeNames": {"#status": "status"},
-                "ExpressionAttributeValues": {
-                    ":mine": n_attr(epoch),
-                    ":one": n_attr(1),
-                    ":claimed": s_attr(ToolCallStatus.CLAIMED.value),
-                    ":prev": n_attr(previous_epoch),
-                },
-            }
-        }
-        if await self._with_lease_check(run_id, epoch, update) is not None:
+        transact = expr.tool_reclaim_transaction(
+            self._table, run_id, tool_use_id, epoch=epoch, previous_epoch=previous_epoch
+        )
+        if await self._with_lease_check(run_id, epoch, transact) is not None:
             current = await self.get_tool_call(run_id, tool_use_id)
             if current is not None and rules.tool_reclaim_applied(current, epoch=epoch):
                 return current
@@ -636,30 +625,24 @@ class DynamoThreadStore:
         return record
 
     async def _with_lease_check(
-        self, run_id: str, epoch: int, operation: dict[str, Any]
+        self, run_id: str, epoch: int, transact: list[dict[str, Any]]
     ) -> list[Mapping[str, Any]] | None:
-        """Run ``operation`` only while ``epoch`` holds the run. None when it applied, else the
-        cancellation reasons of the operation (LeaseLost is raised for a lost lease)."""
-        check = {
-            "ConditionCheck": {
-                "TableName": self._table,
-                "Key": codec.run_key(run_id),
-                "ConditionExpression": "epoch = :epoch",
-                "ExpressionAttributeValues": {":epoch": n_attr(epoch)},
-            }
-        }
+        """Send a ``[lease check, operation]`` transaction. None when it applied, else the
+        cancellation reasons when the operation's own condition failed (LeaseLost is raised
+        for a lost lease)."""
+        action = f"tool call on run {run_id}"
         try:
-            await self._call(self._db.transact_write_items, TransactItems=[check, operation])
+            await self._call(
+                action, self._db.transact_write_items, expect=_CANCELLED, TransactItems=transact
+            )
         except ClientError as exc:
-            if _code(exc) != "TransactionCanceledException":
-                raise ThreadStoreError(f"tool call on run {run_id}: {exc}") from exc
             reasons: list[Mapping[str, Any]] = list(exc.response.get("CancellationReasons", []))
             codes = parse_reason_codes(reasons)
-            if codes and codes[0] == "ConditionalCheckFailed":
+            if len(codes) > expr.LEASE_CHECK and codes[expr.LEASE_CHECK] == CONDITION_FAILED:
                 raise LeaseLost(f"run {run_id} is no longer at epoch {epoch}") from exc
-            if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
+            if len(codes) > expr.OPERATION and codes[expr.OPERATION] == CONDITION_FAILED:
                 return reasons
-            raise ThreadStoreError(f"tool call on run {run_id} cancelled: {codes}") from exc
+            raise cancelled_error(codes, action=action, table=self._table) from exc
         return None
 
     async def finish_tool_call(
@@ -667,38 +650,32 @@ class DynamoThreadStore:
     ) -> ToolCallRecord:
         try:
             response = await self._call(
+                f"finish of tool call {tool_use_id}",
                 self._db.update_item,
-                TableName=self._table,
-                Key=codec.tool_key(run_id, tool_use_id),
-                UpdateExpression="SET #status = :finished, content = :content, is_error = :err",
-                ConditionExpression="#status = :claimed AND epoch = :epoch",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":finished": s_attr(ToolCallStatus.FINISHED.value),
-                    ":content": s_attr(content),
-                    ":err": {"BOOL": is_error},
-                    ":claimed": s_attr(ToolCallStatus.CLAIMED.value),
-                    ":epoch": n_attr(epoch),
-                },
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                expect=_CONDITION_FAILED,
+                **expr.tool_finish_update(
+                    self._table,
+                    run_id,
+                    tool_use_id,
+                    epoch=epoch,
+                    content=content,
+                    is_error=is_error,
+                ),
             )
         except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
-                old: Any = exc.response.get("Item")
-                current = codec.decode_tool(old) if old else None
-                if current is not None and rules.tool_finish_applied(
-                    current, epoch=epoch, content=content, is_error=is_error
-                ):
-                    return current
-                raise ToolCallConflict(
-                    f"tool call {tool_use_id} is not held by epoch {epoch}"
-                ) from exc
-            raise ThreadStoreError(f"finish of tool call {tool_use_id}: {exc}") from exc
+            old: Any = exc.response.get("Item")
+            current = codec.decode_tool(old) if old else None
+            if current is not None and rules.tool_finish_applied(
+                current, epoch=epoch, content=content, is_error=is_error
+            ):
+                return current
+            raise ToolCallConflict(f"tool call {tool_use_id} is not held by epoch {epoch}") from exc
         return codec.decode_tool(response["Attributes"])
 
     async def get_tool_call(self, run_id: str, tool_use_id: str) -> ToolCallRecord | None:
-        item = await self._get_item(codec.tool_key(run_id, tool_use_id))
+        item = await self._get_item(
+            f"get_tool_call {tool_use_id}", codec.tool_key(run_id, tool_use_id)
+        )
         return None if item is None else codec.decode_tool(item)
 
     # -- the sweeper
@@ -708,15 +685,11 @@ class DynamoThreadStore:
         for shard in range(rules.SWEEP_SHARDS):
             if len(run_ids) >= limit:
                 break
-            try:
-                page = await self._call(
-                    self._db.query,
-                    **expr.stalled_query(
-                        self._table, str(shard), now=now, limit=limit - len(run_ids)
-                    ),
-                )
-            except ClientError as exc:
-                raise ThreadStoreError(f"query of the sweep index: {exc}") from exc
+            page = await self._call(
+                "query of the sweep index",
+                self._db.query,
+                **expr.stalled_query(self._table, str(shard), now=now, limit=limit - len(run_ids)),
+            )
             for item in page.get("Items", []):
                 run_ids.append(str(item["pk"]["S"]).removeprefix("RUN#"))
         return run_ids
@@ -736,26 +709,39 @@ class DynamoThreadStore:
 
     async def _sweep_write(self, run: RunState, request: dict[str, Any]) -> RunState:
         try:
-            response = await self._call(self._db.update_item, **request)
+            response = await self._call(
+                f"sweep of run {run.run_id}",
+                self._db.update_item,
+                expect=_CONDITION_FAILED,
+                **request,
+            )
         except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
-                raise RunChanged(f"run {run.run_id} changed since the sweeper read it") from exc
-            raise ThreadStoreError(f"sweep of run {run.run_id}: {exc}") from exc
+            raise RunChanged(f"run {run.run_id} changed since the sweeper read it") from exc
         return codec.decode_run(response["Attributes"])
 
     # -- plumbing
 
-    async def _get_item(self, key: dict[str, Any]) -> dict[str, Any] | None:
+    async def _get_item(self, action: str, key: dict[str, Any]) -> dict[str, Any] | None:
         response = await self._call(
-            self._db.get_item, TableName=self._table, Key=key, ConsistentRead=True
+            action, self._db.get_item, TableName=self._table, Key=key, ConsistentRead=True
         )
         item: dict[str, Any] | None = response.get("Item")
         return item
 
-    async def _call(self, operation: Callable[..., Awaitable[Any]], **kwargs: Any) -> Any:
+    async def _call(
+        self,
+        action: str,
+        operation: Callable[..., Awaitable[Any]],
+        *,
+        expect: Collection[str] = (),
+        **kwargs: Any,
+    ) -> Any:
+        """Send one request. A ``ClientError`` whose code is in ``expect`` is an outcome the
+        caller reads (a lost condition, a cancelled transaction); every other failure leaves
+        as the store's own error (:mod:`client_errors`), naming ``action`` and the table."""
         try:
             return await operation(**kwargs)
-        except ClientError:
-            raise
-        except BotoCoreError as exc:
-            raise ThreadStoreError(f"DynamoDB unreachable: {exc}") from exc
+        except CLIENT_ERRORS as exc:
+            if isinstance(exc, ClientError) and error_code(exc) in expect:
+                raise
+            raise dynamodb_error(exc, action=action, table=self._table) from exc

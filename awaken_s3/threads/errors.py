@@ -1,14 +1,68 @@
-"""Thread-store errors.
+"""Thread-store errors: one tree, rooted at :class:`ThreadStoreError`.
 
-Commit conflicts are told apart because callers react differently: a duplicate is done,
-a fenced worker stops silently, a thread that moved on is reloaded, never overwritten.
+A store raises these and nothing else: every AWS client failure (a ``ClientError`` answer or
+a transport error) that is not one of the outcomes below is translated
+(:mod:`awaken_s3.threads.client_errors`), with the client's exception chained as the cause.
+
+Outcomes of the contract (what the caller asked for could not be done as asked):
+
+* ``ThreadNotFound``, ``ThreadExists``, ``RunNotFound``, ``RunExists``, ``RunActive``;
+* ``LeaseUnavailable``, ``LeaseLost``, ``RunChanged`` (a sweeper's write lost its race);
+* ``CommitConflict``: ``CommitFenced``, ``ThreadMovedOn``. They are told apart because
+  callers react differently: a duplicate is done, a fenced worker stops silently, a thread
+  that moved on is reloaded, never overwritten;
+* ``ToolCallConflict``, ``MessageTooLarge``.
+
+Failures of the storage itself (what the caller asked for may well be fine):
+
+=====================================================  ==========================
+AWS answer                                             store error
+=====================================================  ==========================
+``ResourceNotFoundException`` (DynamoDB)               ``TableNotFound``
+throttling beyond the client's retries (DynamoDB       ``StoreThrottled``
+``ProvisionedThroughputExceededException``,
+``ThrottlingException``, ``RequestLimitExceeded``, a
+transaction cancelled for ``ThrottlingError`` /
+``ProvisionedThroughputExceeded``; S3 ``SlowDown``)
+a 5xx answer, or no answer (connection refused or      ``StoreUnavailable``
+reset, timeout) beyond the client's retries
+anything else (``AccessDeniedException``,              ``ThreadStoreError``
+``ValidationException``, S3 ``NoSuchBucket``, ...)
+=====================================================  ==========================
 """
 
 from __future__ import annotations
 
 
 class ThreadStoreError(Exception):
-    """Base of every thread-store error; transport failures chain the cause."""
+    """Base of every thread-store error. Raised as is for a storage failure that none of the
+    subclasses describes; its message names the operation, the table (or bucket) and the
+    AWS error code, and the client's exception is its ``__cause__``."""
+
+
+class TableNotFound(ThreadStoreError):
+    """The DynamoDB table does not exist, or not in the region and account the client uses.
+
+    A deployment or configuration fault, not a transient one: retrying will not help.
+    ``table`` names it.
+    """
+
+    def __init__(self, message: str, *, table: str) -> None:
+        super().__init__(message)
+        self.table = table
+
+
+class StoreUnavailable(ThreadStoreError):
+    """The storage did not answer (connection refused or reset, a timeout) or answered with a
+    5xx, and kept doing so through the client's retries. Transient: the same call may succeed
+    later. For a write, whether it landed is unknown; every store write recognises its own
+    earlier attempt, so repeating it is safe."""
+
+
+class StoreThrottled(StoreUnavailable):
+    """The storage throttled the request, and kept doing so through the client's retries
+    (and, for a commit, the store's own). The request did not apply. Transient; when it
+    persists, the table's capacity, a hot partition or an account limit needs attention."""
 
 
 class ThreadNotFound(ThreadStoreError):

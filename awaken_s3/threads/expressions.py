@@ -1,20 +1,37 @@
-"""Condition and update expressions of the writes that decide a run's fate (pure, no I/O).
+"""Every condition and update expression the DynamoDB store sends (pure, no I/O).
 
-Each builder returns the whole request (``UpdateItem`` arguments or ``TransactItems``), built
-from its parts: no caller edits a built expression string.
+Each builder returns the whole request (``PutItem``/``UpdateItem``/``Query`` arguments or
+``TransactItems``), built from its parts: no caller writes or edits an expression string.
+The conditions here are what fences a stale worker: tests/threads/test_expressions.py pins
+them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from awaken_s3.streaming.outcome import ClassifiedError
 from awaken_s3.threads import codec, rules
 from awaken_s3.threads.codec import n_attr, s_attr
-from awaken_s3.threads.models import RunState, RunStatus, TurnCommit
+from awaken_s3.threads.models import (
+    RunState,
+    RunStatus,
+    Thread,
+    ToolCallRecord,
+    ToolCallStatus,
+    TurnCommit,
+)
+
+if TYPE_CHECKING:
+    from types_aiobotocore_dynamodb.type_defs import GlobalSecondaryIndexTypeDef
 
 Item = dict[str, Any]
+
+
+def all_of(*clauses: str) -> str:
+    return " AND ".join(clauses)
+
 
 #: the sparse index of runs that have not ended (see docs/THREADS.md, "The sweeper")
 SWEEP_INDEX: Final = "sweep"
@@ -25,8 +42,12 @@ _RUNNABLE_VALUES: Final = {
     ":suspended": s_attr(RunStatus.SUSPENDED.value),
 }
 _RUNNABLE_CONDITION: Final = "#status IN (:queued, :running, :suspended)"
-_LEASE_HELD: Final = "lease_owner = :me AND epoch = :epoch"
+_LEASE_HELD: Final = all_of("lease_owner = :me", "epoch = :epoch")
 _LEASE_DEAD: Final = "(attribute_not_exists(lease_owner) OR lease_until <= :now)"
+#: a put that must create its item: a message position, a run, a thread, a tool-call claim
+_NEW_ITEM: Final = "attribute_not_exists(pk)"
+#: the attribute names that are DynamoDB reserved words, so expressions say ``#name``
+_RESERVED: Final = ("#status", "#error", "#owner")
 
 
 def update_expression(sets: Iterable[str], removes: Iterable[str] = ()) -> str:
@@ -38,9 +59,36 @@ def update_expression(sets: Iterable[str], removes: Iterable[str] = ()) -> str:
 
 
 def _names(*expressions: str) -> dict[str, str]:
-    # DynamoDB rejects a name placeholder that no expression uses, and both are reserved words.
+    # DynamoDB rejects a name placeholder that no expression uses.
     text = " ".join(expressions)
-    return {name: name[1:] for name in ("#status", "#error") if name in text}
+    return {name: name[1:] for name in _RESERVED if name in text}
+
+
+def _put_new(table: str, item: Item, *, return_old: bool = False) -> Item:
+    """The body of a ``Put`` that must create ``item`` (its key must be free)."""
+    put: Item = {"TableName": table, "Item": item, "ConditionExpression": _NEW_ITEM}
+    if return_old:
+        put["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+    return put
+
+
+def create_thread_put(table: str, thread: Thread) -> Item:
+    """``PutItem`` arguments of a new thread; fails when the id is taken."""
+    return _put_new(table, codec.thread_item(thread))
+
+
+def messages_query(table: str, thread_id: str) -> Item:
+    """``Query`` arguments of a thread's messages, in order (the sort key is the position),
+    read consistently: the committed history a worker resumes from."""
+    return {
+        "TableName": table,
+        "KeyConditionExpression": all_of("pk = :pk", "begins_with(sk, :msg)"),
+        "ExpressionAttributeValues": {
+            ":pk": s_attr(codec.thread_pk(thread_id)),
+            ":msg": s_attr(codec.MSG_PREFIX),
+        },
+        "ConsistentRead": True,
+    }
 
 
 def _update_item(
@@ -97,9 +145,9 @@ def claim_update(
             "sweep_shard = :shard",
             "sweep_at = :sweep",
         ),
-        condition=(
-            f"{_RUNNABLE_CONDITION} AND "
-            "(attribute_not_exists(lease_owner) OR lease_until <= :now OR lease_owner = :me)"
+        condition=all_of(
+            _RUNNABLE_CONDITION,
+            "(attribute_not_exists(lease_owner) OR lease_until <= :now OR lease_owner = :me)",
         ),
         values={
             ":me": s_attr(worker),
@@ -165,7 +213,7 @@ def release_update(
             "idle_suspensions = :idle",
         ),
         removes=("lease_owner",),
-        condition=f"{_LEASE_HELD} AND {_RUNNABLE_CONDITION}",
+        condition=all_of(_LEASE_HELD, _RUNNABLE_CONDITION),
         values={
             **_leased(worker, epoch, now),
             **_RUNNABLE_VALUES,
@@ -215,7 +263,7 @@ def finish_update(
         run_id,
         sets=sets,
         removes=("lease_owner", *_SWEEP_ATTRS),
-        condition=f"{_LEASE_HELD} AND {_RUNNABLE_CONDITION}",
+        condition=all_of(_LEASE_HELD, _RUNNABLE_CONDITION),
         values=values,
     )
 
@@ -238,8 +286,13 @@ def cancel_update(table: str, run_id: str, *, now: float) -> Item:
 def _sweep_condition(run: RunState, now: float) -> tuple[str, dict[str, Any]]:
     """Mirror of :func:`rules.sweep_holds`."""
     return (
-        f"epoch = :epoch AND rescues = :rescues AND sweep_at <= :now AND {_RUNNABLE_CONDITION}"
-        f" AND {_LEASE_DEAD}",
+        all_of(
+            "epoch = :epoch",
+            "rescues = :rescues",
+            "sweep_at <= :now",
+            _RUNNABLE_CONDITION,
+            _LEASE_DEAD,
+        ),
         {
             ":epoch": n_attr(run.lease.epoch),
             ":rescues": n_attr(run.rescues),
@@ -298,13 +351,13 @@ def stalled_query(table: str, shard: str, *, now: float, limit: int) -> Item:
     return {
         "TableName": table,
         "IndexName": SWEEP_INDEX,
-        "KeyConditionExpression": "sweep_shard = :shard AND sweep_at <= :now",
+        "KeyConditionExpression": all_of("sweep_shard = :shard", "sweep_at <= :now"),
         "ExpressionAttributeValues": {":shard": s_attr(shard), ":now": n_attr(now)},
         "Limit": limit,
     }
 
 
-def sweep_index_definition() -> Item:
+def sweep_index_definition() -> GlobalSecondaryIndexTypeDef:
     """The sparse global secondary index, as ``create_table`` and template.yaml define it."""
     return {
         "IndexName": SWEEP_INDEX,
@@ -329,7 +382,6 @@ def create_run_thread_update(
 ) -> Item:
     """The thread half of ``create_run``: the new message count and the new active run, on
     the count, owner and active run the creator read."""
-    condition = "message_count = :old AND #owner = :owner AND "
     values: dict[str, Any] = {
         ":new": n_attr(new_count),
         ":old": n_attr(old_count),
@@ -337,20 +389,52 @@ def create_run_thread_update(
         ":run": s_attr(run_id),
     }
     if previous_active is None:
-        condition += "attribute_not_exists(active_run)"
+        active = "attribute_not_exists(active_run)"
     else:
-        condition += "active_run = :previous"
+        active = "active_run = :previous"
         values[":previous"] = s_attr(previous_active)
+    update = update_expression(("message_count = :new", "active_run = :run"))
+    condition = all_of("message_count = :old", "#owner = :owner", active)
     return {
         "Update": {
             "TableName": table,
             "Key": codec.thread_key(thread_id),
-            "UpdateExpression": "SET message_count = :new, active_run = :run",
+            "UpdateExpression": update,
             "ConditionExpression": condition,
-            "ExpressionAttributeNames": {"#owner": "owner"},
+            "ExpressionAttributeNames": _names(update, condition),
             "ExpressionAttributeValues": values,
         }
     }
+
+
+def create_run_transaction(
+    table: str,
+    run: RunState,
+    message_items: Sequence[Item],
+    *,
+    old_count: int,
+    previous_active: str | None,
+) -> list[Item]:
+    """``TransactItems`` of ``create_run``: ``[run put, message puts..., thread update]``.
+
+    The run id must be free (a taken one is told apart by the first cancellation reason);
+    each message position must be free; the thread must still hold ``old_count`` messages,
+    belong to the run's owner and name ``previous_active`` as its active run (the run the
+    creator judged ended, or none), so two racing creates cannot both pass.
+    """
+    return [
+        {"Put": _put_new(table, codec.run_item(run))},
+        *({"Put": _put_new(table, item)} for item in message_items),
+        create_run_thread_update(
+            table,
+            run.thread_id,
+            owner=run.owner,
+            run_id=run.run_id,
+            old_count=old_count,
+            new_count=run.message_count,
+            previous_active=previous_active,
+        ),
+    ]
 
 
 def commit_transaction(
@@ -404,24 +488,14 @@ def commit_transaction(
         sets.append("#error = :error")
         values[":error"] = codec.error_attr(commit.error)
         names["#error"] = "error"
-    messages = [
-        {
-            "Put": {
-                "TableName": table,
-                "Item": item,
-                "ConditionExpression": "attribute_not_exists(pk)",
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-        for item in message_items
-    ]
+    messages = [{"Put": _put_new(table, item, return_old=True)} for item in message_items]
     run = {
         "Update": {
             "TableName": table,
             "Key": codec.run_key(commit.run_id),
             "UpdateExpression": update_expression(sets, removes),
-            "ConditionExpression": (
-                "epoch = :epoch AND turn = :turn AND message_count = :count AND #status = :running"
+            "ConditionExpression": all_of(
+                "epoch = :epoch", "turn = :turn", "message_count = :count", "#status = :running"
             ),
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
@@ -441,3 +515,85 @@ def commit_transaction(
         }
     }
     return [*messages, run, thread]
+
+
+# -- tool calls: each claim and reclaim is ``[lease check, operation]``, one transaction
+
+#: positions in a lease-checked transaction (and in its cancellation reasons)
+LEASE_CHECK: Final = 0
+OPERATION: Final = 1
+
+
+def lease_check(table: str, run_id: str, epoch: int) -> Item:
+    """A ``ConditionCheck`` that the run is still at ``epoch``: a worker fenced by a newer
+    claim cannot claim (and so never starts) a tool call."""
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": codec.run_key(run_id),
+            "ConditionExpression": "epoch = :epoch",
+            "ExpressionAttributeValues": {":epoch": n_attr(epoch)},
+        }
+    }
+
+
+def tool_claim_transaction(table: str, record: ToolCallRecord) -> list[Item]:
+    """Claim a call before running it: the run at the claimer's epoch, the call unclaimed
+    (on a lost condition the stored call comes back)."""
+    return [
+        lease_check(table, record.run_id, record.epoch),
+        {"Put": _put_new(table, codec.tool_item(record), return_old=True)},
+    ]
+
+
+def tool_reclaim_transaction(
+    table: str, run_id: str, tool_use_id: str, *, epoch: int, previous_epoch: int
+) -> list[Item]:
+    """Take over a call an earlier epoch claimed and never finished: the run at ``epoch``,
+    the call still claimed (not finished) by ``previous_epoch``, so of two workers taking it
+    over only one can."""
+    update = update_expression(("epoch = :mine", "attempts = attempts + :one"))
+    condition = all_of("#status = :claimed", "epoch = :prev")
+    return [
+        lease_check(table, run_id, epoch),
+        {
+            "Update": {
+                "TableName": table,
+                "Key": codec.tool_key(run_id, tool_use_id),
+                "UpdateExpression": update,
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": _names(update, condition),
+                "ExpressionAttributeValues": {
+                    ":mine": n_attr(epoch),
+                    ":one": n_attr(1),
+                    ":claimed": s_attr(ToolCallStatus.CLAIMED.value),
+                    ":prev": n_attr(previous_epoch),
+                },
+            }
+        },
+    ]
+
+
+def tool_finish_update(
+    table: str, run_id: str, tool_use_id: str, *, epoch: int, content: str, is_error: bool
+) -> Item:
+    """``UpdateItem`` arguments recording a call's result: only while ``epoch`` holds the call
+    and it is not finished, so a worker that lost the call cannot overwrite its result."""
+    update = update_expression(("#status = :finished", "content = :content", "is_error = :err"))
+    condition = all_of("#status = :claimed", "epoch = :epoch")
+    return {
+        "TableName": table,
+        "Key": codec.tool_key(run_id, tool_use_id),
+        "UpdateExpression": update,
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": _names(update, condition),
+        "ExpressionAttributeValues": {
+            ":finished": s_attr(ToolCallStatus.FINISHED.value),
+            ":content": s_attr(content),
+            ":err": {"BOOL": is_error},
+            ":claimed": s_attr(ToolCallStatus.CLAIMED.value),
+            ":epoch": n_attr(epoch),
+        },
+        "ReturnValues": "ALL_NEW",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }

@@ -1,4 +1,10 @@
-"""An in-process ThreadStore with the DynamoDB store's semantics, for tests and local use."""
+"""An in-process thread store with the DynamoDB store's semantics, for tests and local use.
+
+:class:`InMemoryThreadStore` implements every contract of :mod:`awaken_s3.threads.base`
+(``RunStore``, ``ToolCallLedger``, ``RunSweepStore``) in one class, as the DynamoDB store
+does: one lock stands for DynamoDB's transactions, so a tool-call claim is checked against
+the run's epoch atomically.
+"""
 
 from __future__ import annotations
 

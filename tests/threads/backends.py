@@ -53,7 +53,7 @@ def threaded_moto() -> Iterator[str]:
 
 @asynccontextmanager
 async def aws_clients(
-    endpoint_url: str, *, config: Any | None = None
+    endpoint_url: str, *, config: Any | None = None, s3_config: Any | None = None
 ) -> AsyncIterator[tuple[Any, Any]]:
     session = aioboto3.Session(region_name="us-east-1")
     async with (
@@ -62,7 +62,7 @@ async def aws_clients(
             endpoint_url=endpoint_url,
             config=config or dynamodb_client_config(total_max_attempts=3),
         ) as db,
-        session.client("s3", endpoint_url=endpoint_url) as s3,
+        session.client("s3", endpoint_url=endpoint_url, config=s3_config) as s3,
     ):
         yield db, s3
 

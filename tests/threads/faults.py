@@ -14,7 +14,7 @@ from typing import Any
 
 from aiobotocore.awsrequest import AioAWSResponse
 from botocore.awsrequest import HTTPHeaders
-from botocore.exceptions import ReadTimeoutError
+from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 
 _PREFIX = "com.amazonaws.dynamodb.v20120810#"
 
@@ -35,21 +35,38 @@ def dynamo_error(url: str, status: int, error_type: str, **extra: Any) -> AioAWS
     return AioAWSResponse(url, status, headers, _Body(body))
 
 
+def s3_error(url: str, status: int, code: str) -> AioAWSResponse:
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+        "<Message>injected</Message><RequestId>injected</RequestId></Error>"
+    ).encode()
+    headers = HTTPHeaders()
+    headers["content-type"] = "application/xml"
+    headers["x-amz-request-id"] = "injected"
+    return AioAWSResponse(url, status, headers, _Body(body))
+
+
 class FaultInjector:
     """Fails the next calls of ``operation`` on ``client`` with ``faults``, in order.
 
-    Faults: ``"throttle"`` (400 ProvisionedThroughputExceededException), ``"throttling"``
-    (400 ThrottlingException), ``"500"`` (InternalServerError), ``"conflict"`` (the
-    transaction cancelled with TransactionConflict on every item), ``"lost_response"``
-    (the write reaches the server, the response is lost).
+    DynamoDB faults: ``"throttle"`` (400 ProvisionedThroughputExceededException),
+    ``"throttling"`` (400 ThrottlingException), ``"500"`` (InternalServerError),
+    ``"denied"`` (400 AccessDeniedException), ``"conflict"`` / ``"cancel_throttled"`` (the
+    transaction cancelled with TransactionConflict / ThrottlingError on every item),
+    ``"lost_response"`` (the write reaches the server, the response is lost). S3 faults
+    (``service="s3"``): ``"slowdown"`` (503 SlowDown), ``"500"`` (InternalError). Either:
+    ``"unreachable"`` (the connection fails; nothing is sent).
     """
 
-    def __init__(self, client: Any, operation: str, faults: list[str]) -> None:
+    def __init__(
+        self, client: Any, operation: str, faults: list[str], *, service: str = "dynamodb"
+    ) -> None:
         self.client = client
         self.faults = list(faults)
+        self.service = service
         self.calls = 0
         self.reached_server = 0
-        client.meta.events.register(f"before-send.dynamodb.{operation}", self._handle)
+        client.meta.events.register(f"before-send.{service}.{operation}", self._handle)
 
     async def _handle(self, request: Any, **kwargs: Any) -> AioAWSResponse | None:
         self.calls += 1
@@ -57,15 +74,26 @@ class FaultInjector:
             self.reached_server += 1
             return None
         fault = self.faults.pop(0)
+        if fault == "unreachable":
+            raise EndpointConnectionError(endpoint_url=request.url)
+        if self.service == "s3":
+            if fault == "slowdown":
+                return s3_error(request.url, 503, "SlowDown")
+            if fault == "500":
+                return s3_error(request.url, 500, "InternalError")
+            raise AssertionError(f"unknown S3 fault {fault}")
         if fault == "throttle":
             return dynamo_error(request.url, 400, "ProvisionedThroughputExceededException")
         if fault == "throttling":
             return dynamo_error(request.url, 400, "ThrottlingException")
         if fault == "500":
             return dynamo_error(request.url, 500, "InternalServerError")
-        if fault == "conflict":
+        if fault == "denied":
+            return dynamo_error(request.url, 400, "AccessDeniedException")
+        if fault in ("conflict", "cancel_throttled"):
+            code = "TransactionConflict" if fault == "conflict" else "ThrottlingError"
             items = json.loads(request.body)["TransactItems"]
-            reasons = [{"Code": "TransactionConflict", "Message": "injected"} for _ in items]
+            reasons = [{"Code": code, "Message": "injected"} for _ in items]
             return dynamo_error(
                 request.url, 400, "TransactionCanceledException", CancellationReasons=reasons
             )
