@@ -192,7 +192,7 @@ FENCES: list[tuple[str, dict[str, Any], dict[str, Any], str, dict[str, Any]]] = 
     ),
     (
         "rescue: the run exactly as the sweeper read it, due, and nobody holding it",
-        rescue_update("tbl", SWEPT, rescues=3, now=500.0),
+        rescue_update("tbl", SWEPT, rescues=3, fruitless=1, now=500.0, next_in=120.0),
         codec.run_key("r1"),
         "epoch = :epoch AND rescues = :rescues AND sweep_at <= :now AND "
         f"{RUNNABLE} AND (attribute_not_exists(lease_owner) OR lease_until <= :now)",

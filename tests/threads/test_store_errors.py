@@ -107,7 +107,7 @@ EVERY_OPERATION: dict[str, StoreCall] = {
     ),
     "get_tool_call": lambda s: s.get_tool_call("r1", "call-1"),
     "stalled_runs": lambda s: s.stalled_runs(now=1e12),
-    "mark_rescued": lambda s: s.mark_rescued(_RUN, rescues=1, now=1e12),
+    "mark_rescued": lambda s: s.mark_rescued(_RUN, rescues=1, fruitless=0, now=1e12, next_in=1.0),
     "abandon_run": lambda s: s.abandon_run(_RUN, error=ERROR, now=1e12),
 }
 
