@@ -38,6 +38,7 @@ ROUTES = {
     ("GET", "/threads/{thread_id}"),
     ("POST", "/threads/{thread_id}/runs"),
     ("GET", "/runs/{run_id}"),
+    ("GET", "/runs/{run_id}/partial"),
     ("POST", "/runs/{run_id}/cancel"),
 }
 # Parameter sets covering every optional branch of the roles.
@@ -465,10 +466,24 @@ def test_worker_grants_are_exactly_its_needs(deployed: Deployed) -> None:
     )
 
 
-def test_api_cannot_touch_checkpoints_models_or_keys(deployed: Deployed) -> None:
+def test_api_reads_checkpoints_and_cannot_write_them_or_touch_models_or_keys(
+    deployed: Deployed,
+) -> None:
     for variant in VARIANTS:
         grants = _granted(deployed(**variant), "ApiRole")
-        assert grants["s3:GetObject"] == {"<CheckpointBucket.Arn>/messages/*"}
+        # Read-only on checkpoints (the live partial view); writes only message bodies.
+        assert grants["s3:GetObject"] == {
+            "<CheckpointBucket.Arn>/messages/*",
+            "<CheckpointBucket.Arn>/checkpoints/*",
+        }
+        assert grants["s3:PutObject"] == {"<CheckpointBucket.Arn>/messages/*"}
+        assert grants["s3:ListBucket"] == {"<CheckpointBucket.Arn>"}
+        (listing,) = [
+            s for s in _statements(deployed(**variant), "ApiRole") if s["Action"] == "s3:ListBucket"
+        ]
+        assert listing["Condition"] == {"StringLikeIfExists": {"s3:prefix": "checkpoints/*"}}
+        s3_actions = {a for a in grants if a.startswith("s3:")}
+        assert s3_actions == {"s3:GetObject", "s3:PutObject", "s3:ListBucket"}
         assert not [a for a in grants if a.startswith(("bedrock:", "ssm:", "secretsmanager:"))]
         assert "s3:DeleteObject" not in grants and "sqs:ReceiveMessage" not in grants
         assert grants["sqs:SendMessage"] == {"<RunQueue.Arn>"}
