@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="kill a worker mid-stream and resume the turn in a new process")
+    from awaken_s3.dev.cli import add_parser as add_dev_parser
+
+    add_dev_parser(sub)
 
     ckpt = sub.add_parser(
         "checkpoints",
@@ -184,6 +187,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "pip install 'awaken-s3[demo]'"
             )
         return run_demo()
+    if args.command == "dev":
+        try:
+            import moto  # noqa: F401  (the embedded server; checked before anything starts)
+
+            from awaken_s3.dev.cli import run as run_dev
+        except ModuleNotFoundError as exc:
+            parser.error(
+                f"the dev server needs the 'local' extra ({exc.name} is missing): "
+                "pip install 'awaken-s3[local]'"
+            )
+        return run_dev(args)
     try:
         settings = StorageSettings.from_env()
         if args.action == "show":
