@@ -241,14 +241,16 @@ function renderWriters(writers) {
   const list = $("writers");
   list.replaceChildren();
   if (!writers.length) list.append(el("li", { class: "muted" }, "no checkpoint written yet"));
-  for (const w of writers) {
+  writers.forEach((w, i) => {
+    const before = i > 0 && writers[i - 1].turn === w.turn ? writers[i - 1] : null;
+    const saved = before ? ` from the ${before.text_length_last} characters saved` : "";
     const how = w.resumed_with
-      ? `resumed with ${w.resumed_with} from ${w.text_length_at_start} saved characters`
-      : "started the turn";
+      ? `resumed with ${w.resumed_with}${saved}`
+      : before ? "took the turn over" : "started the turn";
     list.append(el("li", { "data-plan": w.resumed_with || "" },
       `turn ${w.turn}, epoch ${w.epoch}: `, el("strong", {}, how), " · writer ",
       el("code", {}, w.writer)));
-  }
+  });
 }
 
 let lastPartialCalls = [];
@@ -297,6 +299,16 @@ async function showThread(generation) {
     });
     list.append(el("li", { "data-role": message.role }, el("span", { class: "role" }, message.role), ...parts));
   }
+  // The committed turn extends the last partial shown: finish the text with it.
+  const last = data.messages.filter((m) => m.role === "assistant").pop();
+  const committed = last ? last.content.filter((b) => b.type === "text").map((b) => b.text).join("") : "";
+  if (committed && committed.startsWith(state.text)) {
+    state.text = committed;
+    $("turn-title").textContent = "Last turn (committed: it extends every partial shown)";
+  } else if (committed && state.text) {
+    $("turn-title").textContent = "Last partial turn (the committed turn is below)";
+  }
+  renderText();
   loadThreads();
 }
 
