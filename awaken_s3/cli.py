@@ -41,6 +41,18 @@ def build_parser() -> argparse.ArgumentParser:
     from awaken_s3.dev.cli import add_parser as add_dev_parser
 
     add_dev_parser(sub)
+    runs = sub.add_parser("runs", help="follow runs through the HTTP API")
+    runs_sub = runs.add_subparsers(dest="action", required=True)
+    watch = runs_sub.add_parser(
+        "watch",
+        help="follow a run live: its partial text and state, then the committed turn",
+        description="Polls GET /runs/{id}/partial of the HTTP API at AWAKEN_API_URL (the URL "
+        "`awaken-s3 dev` prints, or a deployed API's), with the bearer token in "
+        "AWAKEN_API_TOKEN when the API needs one. Exits 0 when the run completed.",
+    )
+    watch.add_argument("run_id", help="the run id, as the API's caller knows it")
+    watch.add_argument("--api", default=None, help="the API's base URL (default: AWAKEN_API_URL)")
+    watch.add_argument("--interval", type=float, default=0.5, help="seconds between polls")
 
     ckpt = sub.add_parser(
         "checkpoints",
@@ -175,6 +187,33 @@ async def _checkpoints(args: argparse.Namespace, settings: StorageSettings) -> i
         return await _clean(stores, args.older_than, args.dry_run)
 
 
+def _runs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import os
+
+    try:
+        import rich  # noqa: F401
+
+        from awaken_s3.dev.watch import Api, WatchError, watch_run
+    except ModuleNotFoundError as exc:
+        parser.error(
+            f"runs watch needs the 'local' extra ({exc.name} is missing): "
+            "pip install 'awaken-s3[local]'"
+        )
+    base = args.api or os.environ.get("AWAKEN_API_URL")
+    if not base:
+        parser.error("set AWAKEN_API_URL (or --api) to the HTTP API's URL")
+    if args.interval <= 0:
+        parser.error("--interval must be a positive number of seconds")
+    try:
+        api = Api(base, os.environ.get("AWAKEN_API_TOKEN") or None)
+        return watch_run(api, args.run_id, interval=args.interval)
+    except WatchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -187,6 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "pip install 'awaken-s3[demo]'"
             )
         return run_demo()
+    if args.command == "runs":
+        return _runs(parser, args)
     if args.command == "dev":
         try:
             import moto  # noqa: F401  (the embedded server; checked before anything starts)

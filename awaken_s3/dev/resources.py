@@ -11,8 +11,6 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-from botocore.exceptions import ClientError
-
 #: RunQueue's properties in template.yaml, but for its name, visibility and redrive policy
 RUN_QUEUE_PROPERTIES: Final[dict[str, Any]] = {
     "FifoQueue": True,
@@ -73,24 +71,33 @@ class Stack:
     dead_letter_queue_url: str
 
 
+def _code(exc: Exception) -> str:
+    response = getattr(exc, "response", None) or {}
+    return str(response.get("Error", {}).get("Code", ""))
+
+
 def create_bucket(s3: Any, bucket: str, region: str) -> None:
+    from botocore.exceptions import ClientError
+
     args: dict[str, Any] = {"Bucket": bucket}
     if region != "us-east-1":
         args["CreateBucketConfiguration"] = {"LocationConstraint": region}
     try:
         s3.create_bucket(**args)
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "BucketAlreadyOwnedByYou":
+        if _code(exc) != "BucketAlreadyOwnedByYou":
             raise
 
 
 def create_table(dynamodb: Any, table: str) -> None:
+    from botocore.exceptions import ClientError
+
     from awaken_s3.threads.expressions import table_definition
 
     try:
         dynamodb.create_table(TableName=table, **table_definition())
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "ResourceInUseException":
+        if _code(exc) != "ResourceInUseException":
             raise
     dynamodb.get_waiter("table_exists").wait(TableName=table)
 

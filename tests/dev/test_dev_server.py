@@ -4,6 +4,7 @@ killed, and everything it started gone after Ctrl-C."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -127,3 +128,40 @@ def test_require_token_refuses_requests_without_the_bearer_token(
         created = http.post("/threads", json={"thread_id": "mine"})
         assert created.status_code == 201
         assert [t["thread_id"] for t in http.get("/dev/threads").json()["threads"]] == ["mine"]
+
+
+def test_runs_watch_follows_a_run_to_its_committed_turn(
+    dev_server_factory: Callable[..., DevServer],
+) -> None:
+    import subprocess
+    import sys
+
+    from tests.dev.conftest import HUNG, ROOT
+
+    server = dev_server_factory(*FAST)
+    with server.client() as http:
+        assert http.post("/threads", json={"thread_id": "t1"}).status_code == 201
+        started = http.post("/threads/t1/runs", json={"message": "why?", "run_id": "r1"})
+        assert started.status_code == 202
+    watch = subprocess.run(
+        [sys.executable, "-m", "awaken_s3.cli", "runs", "watch", "r1", "--interval", "0.2"],
+        cwd=ROOT,
+        env={**os.environ, "AWAKEN_API_URL": server.url, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=HUNG,
+    )
+    assert watch.returncode == 0, watch.stderr
+    committed = watch.stdout.split("committed turn", 1)[1]
+    assert " ".join(ANSWER.split()) in " ".join(committed.split())
+    assert "run r1 completed after 1 turn(s)" in watch.stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "awaken_s3.cli", "runs", "watch", "nope"],
+        cwd=ROOT,
+        env={**os.environ, "AWAKEN_API_URL": server.url},
+        capture_output=True,
+        text=True,
+        timeout=HUNG,
+    )
+    assert missing.returncode == 1
+    assert "error: run nope: HTTP 404: run nope not found" in missing.stderr
