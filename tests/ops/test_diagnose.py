@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from botocore.exceptions import ClientError, NoRegionError
 
@@ -18,10 +20,11 @@ TARGET = Target(
 
 
 def client_error(code: str, status: int, operation: str) -> ClientError:
-    return ClientError(
-        {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}},
-        operation,
-    )
+    response: Any = {
+        "Error": {"Code": code, "Message": "m"},
+        "ResponseMetadata": {"HTTPStatusCode": status},
+    }
+    return ClientError(response, operation)
 
 
 def wrapped(cause: BaseException) -> StreamCheckpointError:
