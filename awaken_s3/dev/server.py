@@ -634,11 +634,17 @@ class _RequestHandler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         if self.command == "GET" and path in _STATIC:
             return self._static(*_STATIC[path])
-        if not self._authorized():
-            # What API Gateway's JWT authorizer answers, without calling the function.
-            return apigw.gateway_error(401, "Unauthorized")
         if path.startswith("/dev/"):
+            if not self._authorized():
+                return apigw.gateway_error(401, "Unauthorized")
             return self._dev(path)
+        # API Gateway matches the route first (an unknown one is its 404), then runs the
+        # route's JWT authorizer, whose refusal never reaches the function.
+        found = apigw.route_for(self.command, path)
+        if found is None:
+            return apigw.gateway_error(404, "Not Found")
+        if not self._authorized():
+            return apigw.gateway_error(401, "Unauthorized")
         request = apigw.HttpRequest(
             method=self.command,
             target=self.path,
@@ -646,9 +652,6 @@ class _RequestHandler(BaseHTTPRequestHandler):
             body=body,
             source_ip=self.client_address[0],
         )
-        found = apigw.route_for(self.command, path)
-        if found is None:
-            return apigw.gateway_error(404, "Not Found")
         route, parameters = found
         claims = apigw.jwt_claims(
             self.dev.options.sub, issuer=ISSUER, audience=AUDIENCE, now=time.time()

@@ -120,6 +120,8 @@ def test_require_token_refuses_requests_without_the_bearer_token(
     with httpx.Client(base_url=server.url, timeout=30.0) as anonymous:
         assert anonymous.post("/threads", json={}).status_code == 401
         assert anonymous.get("/dev/threads").status_code == 401
+        # As on API Gateway: an unknown route is 404 before any authorizer runs.
+        assert anonymous.get("/nowhere").status_code == 404
         # The console page itself is public: it asks for the token (from the URL's fragment).
         assert anonymous.get("/").status_code == 200
     with server.client(token="wrong") as wrong:
