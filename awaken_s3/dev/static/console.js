@@ -204,13 +204,14 @@ function renderText() {
 }
 
 // The dev server's view: lease, checkpoint fencing fields, claims, workers, history.
+// It goes on, slower, after the run ended: the last invocation is settled (its records
+// deleted, its outcome known) a moment after the run's commit.
 async function followInternals(generation) {
   while (generation === state.generation) {
     const { status, data } = await call("GET", `/dev/runs/${state.run}`);
     if (generation !== state.generation) return;
     if (status === 200) renderInternals(data);
-    if (status === 200 && TERMINAL.has(data.status)) return;
-    await sleep(400);
+    await sleep(status === 200 && TERMINAL.has(data.status) ? 1500 : 400);
   }
 }
 
