@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 
 from awaken_s3.dev.model import DevModel, dev_tools
+from awaken_s3.providers.config import ProviderSettings, build_provider
 from awaken_s3.streaming.provider import Provider
-from handlers.worker import default_provider, make_handler
+from handlers.worker import make_handler
 
 
 def provider() -> Provider:
@@ -21,7 +22,8 @@ def provider() -> Provider:
             chunk=int(os.environ.get("AWAKEN_DEV_SCRIPTED_CHUNK") or 4),
             delay=float(os.environ.get("AWAKEN_DEV_SCRIPTED_DELAY") or 0.08),
         )
-    return default_provider()
+    # What the deployed worker builds: the same AWAKEN_PROVIDER, AWAKEN_MODEL, ... settings.
+    return build_provider(ProviderSettings.from_env())
 
 
 lambda_handler = make_handler(tools=dev_tools(), provider_factory=provider)
