@@ -1,23 +1,39 @@
-# Two entry points for a newcomer: `make demo` (the main job) and `make test`.
-# Both create the virtualenv on first use, so a fresh machine needs nothing else.
-PYTHON ?= python3.11
+# Two entry points for a newcomer: `make demo` (the main job) and `make test`; `make dev` runs
+# the service locally. Each creates the virtualenv on first use, so a fresh machine needs nothing
+# else than Python >= 3.11 and make.
+#
+# PYTHON: the newest Python >= 3.11 found (python3.N on PATH, or pyenv's installed versions);
+# choose one with `make PYTHON=python3.12 test`. The venv is rebuilt when the choice changes.
+PYTHON ?= $(shell infra/find-python.sh)
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+STAMP := $(VENV)/.installed-$(notdir $(PYTHON))
+# pytest-xdist workers (auto: one per core).
+PYTEST_WORKERS ?= auto
+# The template validators' own venv (.venv-infra/): Python 3.11, on which aws-sam-cli's pins
+# are known to install.
+INFRA_PYTHON ?= $(shell infra/find-python.sh 3.11 || infra/find-python.sh)
 
-.PHONY: venv demo test lint typecheck unit infra bench clean
+.PHONY: venv demo dev test lint typecheck unit infra build-check bench clean
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@test -n "$(PYTHON)" || { echo "error: no Python >= 3.11 found; install one, or set PYTHON=" >&2; exit 1; }
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11+ or set PYTHON=" >&2; exit 1; }
-	$(PYTHON) -m venv $(VENV)
+	@echo "== $(VENV) with $$($(PYTHON) --version) ($(PYTHON))"
+	$(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,anthropic,openai]'
 	@touch $(STAMP)
 
 demo: venv
 	$(BIN)/awaken-s3 demo
+
+# The HTTP API, workers, sweeper and web console on 127.0.0.1 (docs/LOCAL.md); from this
+# directory, because the Lambda handlers (handlers/) are not part of the installed package.
+dev: venv
+	$(BIN)/awaken-s3 dev
 
 lint: venv
 	$(BIN)/ruff check .
@@ -27,12 +43,17 @@ typecheck: venv
 	$(BIN)/mypy
 
 unit: venv
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS)
 
-# cfn-lint, sam validate --lint and a sam build of the Lambda artifact (in .venv-infra/,
-# apart from .venv: aws-sam-cli's boto pins clash with aioboto3's).
+# cfn-lint and sam validate --lint (in .venv-infra/, apart from .venv: aws-sam-cli's boto pins
+# clash with aioboto3's).
 infra:
-	bash infra/validate.sh --build
+	PYTHON="$(INFRA_PYTHON)" bash infra/validate.sh
+
+# ... and a `sam build` of the three functions' artifact with an import smoke test (minutes,
+# and PyPI): not part of `make test`; CI runs it.
+build-check:
+	PYTHON="$(INFRA_PYTHON)" bash infra/validate.sh --build
 
 test: lint typecheck infra unit
 
@@ -41,4 +62,4 @@ bench: venv
 	$(BIN)/python benchmarks/stream_overhead.py
 
 clean:
-	rm -rf $(VENV) .venv-infra .pytest_cache .mypy_cache .ruff_cache .hypothesis .aws-sam
+	rm -rf $(VENV) .venv-* .pytest_cache .mypy_cache .ruff_cache .hypothesis .aws-sam

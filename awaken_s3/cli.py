@@ -1,9 +1,10 @@
 """The ``awaken-s3`` command line.
 
-``demo`` runs the local end-to-end story. ``checkpoints show|list|clean`` are
-operators' tools against real or local AWS: they read ``AWAKEN_BUCKET``,
-``AWAKEN_TABLE`` and ``AWAKEN_CHECKPOINT_PREFIX``, and botocore's own
-credentials, region and ``AWS_ENDPOINT_URL``.
+``demo`` runs the local end-to-end story, ``dev`` the local stack (awaken_s3.dev), ``runs
+watch`` follows a run through the HTTP API. ``checkpoints show|list|clean`` are operators'
+tools against real or local AWS: the variables they read are listed in their help
+(:data:`CHECKPOINTS_ENVIRONMENT`). A failure to reach AWS is one line naming the endpoint,
+bucket or table and the setting to change, never a traceback.
 """
 
 from __future__ import annotations
@@ -28,7 +29,22 @@ from awaken_s3.streaming.recovery import plan_recovery
 
 if TYPE_CHECKING:
     # aioboto3 loads on first use: `awaken-s3 --help` and `demo` need not pay for it here.
+    from awaken_s3.service.diagnose import Target
     from awaken_s3.service.wiring import Services
+    from awaken_s3.stores.s3 import S3StreamCheckpointStore
+
+CHECKPOINTS_ENVIRONMENT = """\
+environment:
+  AWAKEN_BUCKET               the bucket holding the checkpoints (every action)
+  AWAKEN_TABLE                the thread table (list and clean; show does not need it)
+  AWAKEN_CHECKPOINT_PREFIX    the checkpoints' key prefix (default checkpoints/)
+  AWAKEN_SWEEP_GRACE_SECONDS  read with the table's settings (default 120)
+  AWS_ENDPOINT_URL            another endpoint than AWS (moto, `awaken-s3 dev`); also
+                              AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL_DYNAMODB per service
+  AWS_DEFAULT_REGION          the region (or AWS_REGION, or the profile's region)
+  AWS_PROFILE                 the credentials' profile, or AWS_ACCESS_KEY_ID,
+                              AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,18 +54,53 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="kill a worker mid-stream and resume the turn in a new process")
+    from awaken_s3.dev.cli import add_parser as add_dev_parser
 
+    add_dev_parser(sub)
+    runs = sub.add_parser("runs", help="follow runs through the HTTP API")
+    runs_sub = runs.add_subparsers(dest="action", required=True)
+    watch = runs_sub.add_parser(
+        "watch",
+        help="follow a run live: its partial text and state, then the committed turn",
+        description="Polls GET /runs/{id}/partial of the HTTP API at AWAKEN_API_URL (the URL "
+        "`awaken-s3 dev` prints, or a deployed API's), with the bearer token in "
+        "AWAKEN_API_TOKEN when the API needs one. Exits 0 when the run completed.",
+    )
+    watch.add_argument("run_id", help="the run id, as the API's caller knows it")
+    watch.add_argument("--api", default=None, help="the API's base URL (default: AWAKEN_API_URL)")
+    watch.add_argument("--interval", type=float, default=0.5, help="seconds between polls")
+
+    documented: dict[str, object] = {
+        "epilog": CHECKPOINTS_ENVIRONMENT,
+        "formatter_class": argparse.RawDescriptionHelpFormatter,
+    }
     ckpt = sub.add_parser(
         "checkpoints",
-        help="inspect, list and clean stream checkpoints (AWAKEN_BUCKET, AWAKEN_TABLE)",
+        help="inspect, list and clean stream checkpoints (AWAKEN_BUCKET, AWAKEN_TABLE, ...)",
+        description="Inspect, list and clean stream checkpoints in S3, judged against the "
+        "runs in DynamoDB.",
+        **documented,  # type: ignore[arg-type]
     )
     ckpt_sub = ckpt.add_subparsers(dest="action", required=True)
-    show = ckpt_sub.add_parser("show", help="a run's checkpoint and the recovery plan it implies")
-    show.add_argument("run_id")
+    show = ckpt_sub.add_parser(
+        "show",
+        help="a run's checkpoint and the recovery plan it implies",
+        description="A run's checkpoint and the recovery plan it implies (reads S3 only).",
+        **documented,  # type: ignore[arg-type]
+    )
+    show.add_argument("run_id", help="the run id as stored (the API's stored form)")
     show.add_argument("--json", action="store_true", help="machine-readable output")
-    ckpt_sub.add_parser("list", help="every checkpoint, with its run's state and a verdict")
+    ckpt_sub.add_parser(
+        "list",
+        help="every checkpoint, with its run's state and a verdict",
+        description="Every checkpoint, with its run's state and a verdict (live or stale).",
+        **documented,  # type: ignore[arg-type]
+    )
     clean = ckpt_sub.add_parser(
-        "clean", help="delete stale checkpoints (committed turn, ended or missing run, corrupt)"
+        "clean",
+        help="delete stale checkpoints (committed turn, ended or missing run, corrupt)",
+        description="Delete stale checkpoints, each conditionally on the version judged.",
+        **documented,  # type: ignore[arg-type]
     )
     clean.add_argument(
         "--older-than",
@@ -90,9 +141,9 @@ def _describe(stored: StoredCheckpoint, where: str) -> list[str]:
     return lines
 
 
-async def _show(stores: Services, run_id: str, as_json: bool) -> int:
+async def _show(store: S3StreamCheckpointStore, run_id: str, as_json: bool) -> int:
     try:
-        stored = await stores.checkpoints.get(run_id)
+        stored = await store.get(run_id)
     except CheckpointCorrupt as exc:
         print(f"corrupt checkpoint: {exc}", file=sys.stderr)
         return 1
@@ -102,7 +153,7 @@ async def _show(stores: Services, run_id: str, as_json: bool) -> int:
     if stored is None:
         print(f"no checkpoint for run {run_id}", file=sys.stderr)
         return 1
-    where = f"s3://{stores.settings.bucket}/{stores.checkpoints.key_for(run_id)}"
+    where = f"s3://{store.bucket}/{store.key_for(run_id)}"
     if as_json:
         plan = plan_recovery(stored.checkpoint)
         document = {
@@ -154,22 +205,61 @@ async def _clean(stores: Services, older_than: float | None, dry_run: bool) -> i
         print(f"{item.verdict.run_id}  {item.action}  ({item.verdict.stale})")
     deleted = sum(r.action == "deleted" for r in results)
     newer = sum(r.verdict.newer_schema is not None for r in results)
-    summary = f"{deleted} deleted"
+    if dry_run:
+        would = sum(r.action == "would delete" for r in results)
+        summary = f"{would} would be deleted (dry run: nothing was deleted)"
+    else:
+        summary = f"{deleted} deleted"
     if newer:
         summary += f", {newer} left alone (written by a newer build)"
     print(summary, file=sys.stderr)
     return 0
 
 
-async def _checkpoints(args: argparse.Namespace, settings: StorageSettings) -> int:
-    from awaken_s3.service.wiring import open_services
+async def _checkpoints(args: argparse.Namespace, settings: StorageSettings, target: Target) -> int:
+    from awaken_s3.service.wiring import open_services, shared_session
+    from awaken_s3.stores.s3 import S3StreamCheckpointStore
 
+    if args.action == "show":
+        async with shared_session().client("s3") as s3:
+            target.s3_endpoint = s3.meta.endpoint_url
+            store = S3StreamCheckpointStore(
+                settings.bucket, prefix=settings.checkpoint_prefix, client=s3
+            )
+            return await _show(store, args.run_id, args.json)
     async with open_services(settings) as stores:
-        if args.action == "show":
-            return await _show(stores, args.run_id, args.json)
+        target.s3_endpoint = stores.s3.meta.endpoint_url
+        target.dynamodb_endpoint = stores.dynamodb.meta.endpoint_url
         if args.action == "list":
             return await _list(stores)
         return await _clean(stores, args.older_than, args.dry_run)
+
+
+def _runs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import os
+
+    try:
+        import rich  # noqa: F401
+
+        from awaken_s3.dev.watch import Api, WatchError, watch_run
+    except ModuleNotFoundError as exc:
+        parser.error(
+            f"runs watch needs the 'local' extra ({exc.name} is missing): "
+            "pip install 'awaken-s3[local]'"
+        )
+    base = args.api or os.environ.get("AWAKEN_API_URL")
+    if not base:
+        parser.error("set AWAKEN_API_URL (or --api) to the HTTP API's URL")
+    if args.interval <= 0:
+        parser.error("--interval must be a positive number of seconds")
+    try:
+        api = Api(base, os.environ.get("AWAKEN_API_TOKEN") or None)
+        return watch_run(api, args.run_id, interval=args.interval)
+    except WatchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -184,22 +274,60 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "pip install 'awaken-s3[demo]'"
             )
         return run_demo()
+    if args.command == "runs":
+        return _runs(parser, args)
+    if args.command == "dev":
+        try:
+            import moto  # noqa: F401  (the embedded server; checked before anything starts)
+
+            from awaken_s3.dev.cli import run as run_dev
+        except ModuleNotFoundError as exc:
+            parser.error(
+                f"the dev server needs the 'local' extra ({exc.name} is missing): "
+                "pip install 'awaken-s3[local]'"
+            )
+        return run_dev(args)
+    return _run_checkpoints(parser, args)
+
+
+def _run_checkpoints(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import os
+
+    from awaken_s3.service.diagnose import Target, bad_endpoint_setting, explain
+
     try:
-        settings = StorageSettings.from_env()
+        settings = StorageSettings.from_env(need_table=args.action != "show")
         if args.action == "show":
             validate_run_id(args.run_id)
         if getattr(args, "older_than", None) is not None and args.older_than <= 0:
             raise SettingsError("--older-than must be a positive number of hours")
+        problem = bad_endpoint_setting(os.environ)
+        if problem is not None:
+            raise SettingsError(problem)
     except (SettingsError, InvalidIdError) as exc:
         parser.error(str(exc))
     from botocore.exceptions import BotoCoreError, ClientError
 
     from awaken_s3.threads.errors import ThreadStoreError
 
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    target = Target(
+        region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+        s3_endpoint=os.environ.get("AWS_ENDPOINT_URL_S3") or endpoint,
+        dynamodb_endpoint=os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") or endpoint,
+        bucket=settings.bucket,
+        table=settings.table or None,
+    )
     try:
-        return asyncio.run(_checkpoints(args, settings))
+        return asyncio.run(_checkpoints(args, settings, target))
     except (StreamCheckpointError, ThreadStoreError, ClientError, BotoCoreError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {explain(exc, target)}", file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        # botocore's own check of an endpoint from a profile's config file.
+        if not str(exc).startswith("Invalid endpoint"):
+            raise
+        print(f"error: {explain(exc, target)}", file=sys.stderr)
         return 1
 
 

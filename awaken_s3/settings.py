@@ -32,10 +32,16 @@ class StorageSettings:
 
     @classmethod
     def from_env(
-        cls, env: Mapping[str, str] | None = None, *, need_queue: bool = False
+        cls,
+        env: Mapping[str, str] | None = None,
+        *,
+        need_queue: bool = False,
+        need_table: bool = True,
     ) -> StorageSettings:
+        """``need_table=False``: for checkpoint-only work; ``table`` is then "" when unset."""
         env = os.environ if env is None else env
-        missing = [name for name in ("AWAKEN_BUCKET", "AWAKEN_TABLE") if not env.get(name)]
+        required = ("AWAKEN_BUCKET", "AWAKEN_TABLE") if need_table else ("AWAKEN_BUCKET",)
+        missing = [name for name in required if not env.get(name)]
         if need_queue and not env.get("AWAKEN_QUEUE_URL"):
             missing.append("AWAKEN_QUEUE_URL")
         if missing:
@@ -57,7 +63,7 @@ class StorageSettings:
             )
         return cls(
             bucket=env["AWAKEN_BUCKET"],
-            table=env["AWAKEN_TABLE"],
+            table=env.get("AWAKEN_TABLE", ""),
             queue_url=env.get("AWAKEN_QUEUE_URL") or None,
             checkpoint_prefix=prefix,
             sweep_grace=grace,

@@ -46,6 +46,16 @@ from awaken_s3.service.http_models import (
     validation_details,
 )
 from awaken_s3.service.logs import route_library_logs
+from awaken_s3.service.partial import (
+    InvalidQuery,
+    PartialRead,
+    etag_matches,
+    parse_offset,
+    partial_response,
+    partial_view,
+    read_partial,
+    view_etag,
+)
 from awaken_s3.service.queue import RunMessage, send_run_message
 from awaken_s3.service.scoping import (
     public_id,
@@ -383,13 +393,57 @@ def create_run(thread_id: str) -> Response[str]:
     return _json(HTTPStatus.ACCEPTED, run_view(run))
 
 
-@app.get("/runs/<run_id>")
-def get_run(run_id: str) -> Response[str]:
+def query_offset(name: str) -> int | None:
+    try:
+        return parse_offset(app.current_event.get_query_string_value(name), name=name)
+    except InvalidQuery as exc:
+        raise ApiError(HTTPStatus.BAD_REQUEST, "invalid_query", str(exc)) from exc
+
+
+def run_with_partial(run_id: str) -> tuple[str, RunState, PartialRead]:
     owner = caller()
     public = path_id(run_id, validate_public_run_id)
     stored_id = scoped_id(owner, public)
-    run = with_services(lambda services: owned_run(services, stored_id, public, owner))
-    return _json(HTTPStatus.OK, run_view(run))
+
+    async def load(services: Services) -> tuple[RunState, PartialRead]:
+        run = await owned_run(services, stored_id, public, owner)
+        return run, await read_partial(services.checkpoints, run)
+
+    run, partial = with_services(load)
+    return public, run, partial
+
+
+@app.get("/runs/<run_id>")
+def get_run(run_id: str) -> Response[str]:
+    _, run, read = run_with_partial(run_id)
+    body = run_view(run)
+    body["partial"] = partial_view(read.stored) if read.stored is not None else None
+    if read.unavailable:
+        body["partial_unavailable"] = True
+    return _json(HTTPStatus.OK, body)
+
+
+@app.get("/runs/<run_id>/partial")
+def get_partial(run_id: str) -> Response[str]:
+    after, turn = query_offset("after"), query_offset("turn")
+    public, run, read = run_with_partial(run_id)
+    if read.unavailable:
+        raise ApiError(
+            HTTPStatus.SERVICE_UNAVAILABLE,
+            "partial_unavailable",
+            "the partial turn cannot be read right now; retry",
+        )
+    etag = view_etag(run, read.stored)
+    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    if etag_matches(app.current_event.headers.get("if-none-match"), etag):
+        return Response(status_code=int(HTTPStatus.NOT_MODIFIED), headers=headers)
+    body = partial_response(public, run, read.stored, after=after, turn=turn)
+    return Response(
+        status_code=int(HTTPStatus.OK),
+        content_type="application/json",
+        body=json.dumps(body),
+        headers=headers,
+    )
 
 
 @app.post("/runs/<run_id>/cancel")

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Offline validation of template.yaml, for CI and by hand:
 #   infra/validate.sh            cfn-lint + sam validate --lint
-#   infra/validate.sh --build    ... and a `sam build` into a temporary directory (~1 min, PyPI)
+#   infra/validate.sh --build    ... and a `sam build` into a temporary directory (minutes, PyPI)
 # The tools live in their own venv (.venv-infra/, created on first use from
 # infra/requirements-validate.txt) because aws-sam-cli's boto pins clash with aioboto3's.
 # Exits non-zero on any error or warning.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYTHON="${PYTHON:-python3.11}"
+PYTHON="${PYTHON:-$(infra/find-python.sh 3.11 || infra/find-python.sh || echo python3.11)}"
 VENV="${INFRA_VENV:-.venv-infra}"
 REQS=infra/requirements-validate.txt
 STAMP="$VENV/.installed-stamp"

@@ -34,6 +34,9 @@ class Services:
     checkpoints: S3StreamCheckpointStore
     #: an aiobotocore SQS client (continuations and run starts)
     sqs: Any
+    #: the S3 and DynamoDB clients behind the stores (to name their endpoints in errors)
+    s3: Any = None
+    dynamodb: Any = None
 
     @property
     def queue_url(self) -> str:
@@ -70,4 +73,6 @@ async def open_services(
                 settings.bucket, prefix=settings.checkpoint_prefix, client=s3
             ),
             sqs=sqs,
+            s3=s3,
+            dynamodb=db,
         )

@@ -247,7 +247,7 @@ class S3StreamCheckpointStore:
         try:
             await client.head_object(Bucket=self.bucket, Key=key)
         except ClientError as exc:
-            if proto.get_action(exc.response) is Action.ABSENT:
+            if proto.head_action(exc.response) is Action.ABSENT:
                 return False
             raise self._failure("delete", run_id, exc) from exc
         except _TRANSPORT_ERRORS as exc:

@@ -108,6 +108,16 @@ def was_retried(response: Mapping[str, Any]) -> bool:
 
 
 def get_action(response: Mapping[str, Any]) -> Action:
+    """A failed GetObject. S3 answers a GET with an error body, so only ``NoSuchKey`` means
+    "no checkpoint": a bare 404 (no code; botocore then reports the status as the code) comes
+    from something that is not S3 (a wrong endpoint, a proxy), and must not read as absence."""
+    if error_code(response) == "NoSuchKey":
+        return Action.ABSENT
+    return Action.FAIL
+
+
+def head_action(response: Mapping[str, Any]) -> Action:
+    """A failed HeadObject: HEAD answers carry no body, so a missing key is the bare 404."""
     if classify_error(response) is S3ErrorKind.NO_SUCH_KEY:
         return Action.ABSENT
     return Action.FAIL

@@ -113,21 +113,7 @@ def dynamodb_client_config(
 
 async def create_table(client: DynamoDBClient, table_name: str) -> None:
     """Create the on-demand table (tests, local servers; production uses template.yaml)."""
-    await client.create_table(
-        TableName=table_name,
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-            {"AttributeName": "sweep_shard", "AttributeType": "S"},
-            {"AttributeName": "sweep_at", "AttributeType": "N"},
-        ],
-        GlobalSecondaryIndexes=[expr.sweep_index_definition()],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    await client.create_table(TableName=table_name, **expr.table_definition())
 
 
 class _RunEnded(ThreadStoreError):

@@ -357,6 +357,25 @@ def stalled_query(table: str, shard: str, *, now: float, limit: int) -> Item:
     }
 
 
+def table_definition() -> Item:
+    """The table's keys, attributes and indexes, as ``create_table`` creates them and
+    template.yaml declares them (tests/infra compares the two)."""
+    return {
+        "KeySchema": [
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        "AttributeDefinitions": [
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+            {"AttributeName": "sweep_shard", "AttributeType": "S"},
+            {"AttributeName": "sweep_at", "AttributeType": "N"},
+        ],
+        "GlobalSecondaryIndexes": [sweep_index_definition()],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+
+
 def sweep_index_definition() -> GlobalSecondaryIndexTypeDef:
     """The sparse global secondary index, as ``create_table`` and template.yaml define it."""
     return {

@@ -9,6 +9,7 @@ import base64
 import copy
 import json
 import re
+import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -176,6 +177,7 @@ ROUTES = [
     ("GET", re.compile(r"^/threads/(?P<thread_id>[^/]+)$"), "/threads/{thread_id}"),
     ("POST", re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs$"), "/threads/{thread_id}/runs"),
     ("GET", re.compile(r"^/runs/(?P<run_id>[^/]+)$"), "/runs/{run_id}"),
+    ("GET", re.compile(r"^/runs/(?P<run_id>[^/]+)/partial$"), "/runs/{run_id}/partial"),
     ("POST", re.compile(r"^/runs/(?P<run_id>[^/]+)/cancel$"), "/runs/{run_id}/cancel"),
 ]
 
@@ -198,14 +200,19 @@ def http_event(
     raw_body: str | None = None,
     base64_body: bool = False,
     claims: dict[str, Any] | None = None,
+    query: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """An HTTP API request behind a JWT authorizer; ``sub=None`` drops the authorizer block."""
     event = copy.deepcopy(_HTTP_TEMPLATE)
     route_key, path_parameters = _route(method, path)
     event["routeKey"] = route_key
     event["rawPath"] = path
-    event["rawQueryString"] = ""
-    event.pop("queryStringParameters", None)
+    event["rawQueryString"] = urllib.parse.urlencode(query or {})
+    if query:
+        event["queryStringParameters"] = dict(query)
+    else:
+        event.pop("queryStringParameters", None)
     event.pop("stageVariables", None)
     if path_parameters:
         event["pathParameters"] = path_parameters
@@ -213,6 +220,8 @@ def http_event(
         event.pop("pathParameters", None)
     event.pop("cookies", None)
     event["headers"] = {"content-type": "application/json", "host": "id.execute-api.amazonaws.com"}
+    # API Gateway hands a payload 2.0 function its header names in lower case.
+    event["headers"].update({name.lower(): value for name, value in (headers or {}).items()})
     context = event["requestContext"]
     context["http"]["method"] = method
     context["http"]["path"] = path

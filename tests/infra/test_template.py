@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from awaken_s3.threads.expressions import table_definition
 from tests.infra.cfn import Resolver, as_list, resources_of_type, role_statements
 
 Deployed = Callable[..., dict[str, Any]]
@@ -39,6 +40,7 @@ ROUTES = {
     ("GET", "/threads/{thread_id}"),
     ("POST", "/threads/{thread_id}/runs"),
     ("GET", "/runs/{run_id}"),
+    ("GET", "/runs/{run_id}/partial"),
     ("POST", "/runs/{run_id}/cancel"),
 }
 # Parameter sets covering every optional branch of the roles.
@@ -187,17 +189,13 @@ def test_table_keys_billing_pitr_encryption_and_retention(
     for protection in ("true", "false"):
         table = deployed(TableDeletionProtection=protection)[name]["Properties"]
         assert table["DeletionProtectionEnabled"] == protection
-    assert table["BillingMode"] == "PAY_PER_REQUEST"
-    assert table["KeySchema"] == [
-        {"AttributeName": "pk", "KeyType": "HASH"},
-        {"AttributeName": "sk", "KeyType": "RANGE"},
-    ]
-    assert {(a["AttributeName"], a["AttributeType"]) for a in table["AttributeDefinitions"]} == {
-        ("pk", "S"),
-        ("sk", "S"),
-        ("sweep_shard", "S"),
-        ("sweep_at", "N"),
-    }
+    # One definition: what create_table builds locally (tests, the demo, `awaken-s3 dev`).
+    definition = table_definition()
+    assert table["BillingMode"] == definition["BillingMode"] == "PAY_PER_REQUEST"
+    assert table["KeySchema"] == definition["KeySchema"]
+    assert table["AttributeDefinitions"] == definition["AttributeDefinitions"]
+    assert table["GlobalSecondaryIndexes"] == definition["GlobalSecondaryIndexes"]
+    assert [k["AttributeName"] for k in table["KeySchema"]] == ["pk", "sk"]
     assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
     assert table["SSESpecification"]["SSEEnabled"] is True
     assert template["Parameters"]["TableDeletionProtection"]["Default"] == "true"
@@ -466,10 +464,24 @@ def test_worker_grants_are_exactly_its_needs(deployed: Deployed) -> None:
     )
 
 
-def test_api_cannot_touch_checkpoints_models_or_keys(deployed: Deployed) -> None:
+def test_api_reads_checkpoints_and_cannot_write_them_or_touch_models_or_keys(
+    deployed: Deployed,
+) -> None:
     for variant in VARIANTS:
         grants = _granted(deployed(**variant), "ApiRole")
-        assert grants["s3:GetObject"] == {"<CheckpointBucket.Arn>/messages/*"}
+        # Read-only on checkpoints (the live partial view); writes only message bodies.
+        assert grants["s3:GetObject"] == {
+            "<CheckpointBucket.Arn>/messages/*",
+            "<CheckpointBucket.Arn>/checkpoints/*",
+        }
+        assert grants["s3:PutObject"] == {"<CheckpointBucket.Arn>/messages/*"}
+        assert grants["s3:ListBucket"] == {"<CheckpointBucket.Arn>"}
+        (listing,) = [
+            s for s in _statements(deployed(**variant), "ApiRole") if s["Action"] == "s3:ListBucket"
+        ]
+        assert listing["Condition"] == {"StringLikeIfExists": {"s3:prefix": "checkpoints/*"}}
+        s3_actions = {a for a in grants if a.startswith("s3:")}
+        assert s3_actions == {"s3:GetObject", "s3:PutObject", "s3:ListBucket"}
         assert not [a for a in grants if a.startswith(("bedrock:", "ssm:", "secretsmanager:"))]
         assert "s3:DeleteObject" not in grants and "sqs:ReceiveMessage" not in grants
         assert grants["sqs:SendMessage"] == {"<RunQueue.Arn>"}

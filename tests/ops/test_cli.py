@@ -6,6 +6,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import aioboto3
 import pytest
@@ -130,7 +131,12 @@ def test_list_judges_every_checkpoint_and_clean_removes_only_stale_ones(
     assert lines[2].startswith("orphan") and "its run does not exist" in lines[2]
 
     assert main(["checkpoints", "clean", "--dry-run"]) == 0
-    assert "0 deleted" in capsys.readouterr().err
+    dry = capsys.readouterr()
+    assert "2 would be deleted (dry run: nothing was deleted)" in dry.err
+    assert sorted(line.split()[1:3] for line in dry.out.splitlines()) == [
+        ["would", "delete"],
+        ["would", "delete"],
+    ]
     assert main(["checkpoints", "clean"]) == 0
     assert "2 deleted" in capsys.readouterr().err
     assert main(["checkpoints", "list"]) == 0
@@ -179,5 +185,128 @@ def test_an_unreachable_backend_is_an_error_line_not_a_traceback(
     monkeypatch.setenv("AWAKEN_BUCKET", "no-such-bucket-here")
     assert main(["checkpoints", "list"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: S3 list of checkpoints in s3://no-such-bucket-here")
+    assert err.startswith("error: bucket no-such-bucket-here does not exist at S3 http://127.0.0.1")
+    assert err.rstrip().endswith("(AWAKEN_BUCKET)")
     assert "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_show_needs_no_table(
+    aws: tuple[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("AWAKEN_TABLE")
+    assert main(["checkpoints", "show", "live"]) == 0
+    assert "recovery plan: R2" in capsys.readouterr().out
+
+
+def test_an_endpoint_that_is_not_a_url_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AWAKEN_BUCKET", "b")
+    monkeypatch.setenv("AWAKEN_TABLE", "t")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "not-a-url")
+    with pytest.raises(SystemExit) as exited:
+        main(["checkpoints", "list"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "AWS_ENDPOINT_URL='not-a-url' is not an endpoint URL" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_an_endpoint_nobody_listens_on_is_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from awaken_s3.local.ports import free_port
+
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("AWAKEN_BUCKET", "b")
+    monkeypatch.setenv("AWAKEN_TABLE", "t")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    assert main(["checkpoints", "list"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot reach S3 at {endpoint} (bucket b)")
+
+
+@pytest.mark.slow
+def test_a_server_that_is_not_s3_answering_404_is_an_error_not_no_checkpoint(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    from awaken_s3.local.ports import free_port, wait_for_port
+
+    port = free_port()
+    # A plain file server answers every S3 path with a bare 404.
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port)
+        monkeypatch.setenv("AWAKEN_BUCKET", "b")
+        monkeypatch.delenv("AWAKEN_TABLE", raising=False)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+        assert main(["checkpoints", "show", "r1"]) == 1
+        err = capsys.readouterr().err
+        assert "answered a bare 404: is the endpoint an S3 server?" in err
+        assert "no checkpoint" not in err
+    finally:
+        server.kill()
+        server.wait()
+
+
+@pytest.mark.slow
+def test_missing_credentials_name_the_bucket_and_the_variables(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from awaken_s3.local.ports import free_port
+
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("AWS_") and not name.startswith("AWAKEN_")
+    }
+    env.update(
+        AWAKEN_BUCKET="b",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ENDPOINT_URL=f"http://127.0.0.1:{free_port()}",
+        # Nowhere else to find credentials: no files, no instance metadata.
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_EC2_METADATA_DISABLED="true",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "awaken_s3.cli", "checkpoints", "show", "r1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: no AWS credentials found for bucket b: set AWS_PROFILE")
+    assert "Traceback" not in done.stderr
+
+
+def test_the_checkpoints_help_names_every_variable_it_reads(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import re
+
+    import awaken_s3.settings
+
+    # Every AWAKEN_* variable the storage settings read, and botocore's own the help promises.
+    read = set(re.findall(r"AWAKEN_[A-Z_]+", Path(awaken_s3.settings.__file__).read_text()))
+    assert {"AWAKEN_BUCKET", "AWAKEN_TABLE", "AWAKEN_CHECKPOINT_PREFIX"} <= read
+    botocore = {"AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID"}
+    for action in ([], ["show"], ["list"], ["clean"]):
+        with pytest.raises(SystemExit):
+            main(["checkpoints", *action, "--help"])
+        out = capsys.readouterr().out
+        for name in read - {"AWAKEN_QUEUE_URL"} | botocore:
+            assert name in out, (action, name)

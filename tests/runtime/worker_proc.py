@@ -54,6 +54,8 @@ class WorkerConfig:
     marker: str = ""
     max_invocations: int = 400
     max_interruptions: int = 100
+    #: hand-overs in a row without progress before the run fails with ``no_progress``
+    max_idle_suspensions: int = 5
 
 
 def _mark(path: str, text: str) -> None:
@@ -117,6 +119,7 @@ async def work(config: WorkerConfig) -> Counter[str]:
             worker_id=config.worker,
             lease_seconds=config.lease_seconds,
             renew_every=config.renew_every,
+            max_idle_suspensions=config.max_idle_suspensions,
         )
         for _ in range(config.max_invocations):
             deadline = (

@@ -92,7 +92,16 @@ def test_everything_else_fails_put_get_and_delete(resp: dict[str, Any]) -> None:
 
 def test_get_of_a_missing_key_is_absent() -> None:
     assert proto.get_action(NO_SUCH_KEY) is Action.ABSENT
-    assert proto.get_action(HEAD_NOT_FOUND) is Action.ABSENT
+    assert proto.head_action(NO_SUCH_KEY) is Action.ABSENT
+    assert proto.head_action(HEAD_NOT_FOUND) is Action.ABSENT
+
+
+@pytest.mark.parametrize("resp", [HEAD_NOT_FOUND, response("", 404), response("NotFound", 404)])
+def test_a_bare_404_to_a_get_is_not_a_missing_checkpoint(resp: dict[str, Any]) -> None:
+    # S3 answers a GET of a missing key with a NoSuchKey body; a bare 404 is some other
+    # server (a wrong endpoint): reading it as "no checkpoint" would hide the mistake.
+    assert proto.get_action(resp) is Action.FAIL
+    assert proto.head_action(NO_SUCH_BUCKET) is Action.FAIL
 
 
 @pytest.mark.parametrize("conditional", [False, True])

@@ -1,22 +1,18 @@
-"""Backends for the thread-store tests: memory, moto in-process, moto server.
-
-``moto.mock_aws`` does not intercept aiobotocore (its stubbed responses are not awaitable, so
-the first call fails), so "in-process" means moto's ``ThreadedMotoServer``: moto's server in a
-thread of the test process, on 127.0.0.1.
+"""Backends for the thread-store tests: memory and a moto server (its own process, on
+127.0.0.1). ``moto.mock_aws`` does not intercept aiobotocore (its stubbed responses are not
+awaitable), so moto is always reached over HTTP.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import aioboto3
-from moto.server import ThreadedMotoServer
 
-from awaken_s3.local.ports import free_port, wait_for_port
 from awaken_s3.threads import DynamoThreadStore, create_table, dynamodb_client_config
 
 
@@ -38,17 +34,6 @@ class AwsTarget:
     endpoint_url: str
     table: str
     bucket: str
-
-
-def threaded_moto() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        wait_for_port(port)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
 
 
 @asynccontextmanager

@@ -11,13 +11,7 @@ from tests.threads.backends import (
     aws_clients,
     dynamo_store,
     fresh_target,
-    threaded_moto,
 )
-
-
-@pytest.fixture(scope="session")
-def moto_inprocess_url() -> Iterator[str]:
-    yield from threaded_moto()
 
 
 @pytest.fixture(scope="session")
@@ -31,15 +25,13 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(params=["memory", "moto-inprocess", "moto-server"])
+# One moto: in a thread or in its own process, it serves the same code over the same HTTP.
+@pytest.fixture(params=["memory", "moto-server"])
 async def store(request: pytest.FixtureRequest, clock: FakeClock) -> AsyncIterator[ThreadStore]:
     if request.param == "memory":
         yield InMemoryThreadStore(clock=clock)
         return
-    if request.param == "moto-inprocess":
-        url = request.getfixturevalue("moto_inprocess_url")
-    else:
-        url = request.getfixturevalue("moto_server").endpoint_url
+    url = request.getfixturevalue("moto_server").endpoint_url
     async with aws_clients(url) as (db, s3):
         target = await fresh_target(db, s3, url)
         yield dynamo_store(db, s3, target, clock=clock)

@@ -1,0 +1,67 @@
+"""`awaken-s3 runs watch`: how the watcher folds the partial view's answers (pure), and its
+errors when the API cannot be followed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from awaken_s3.dev.watch import Api, RunWatch, WatchError
+
+
+def view(status: str = "running", **partial: Any) -> dict[str, Any]:
+    return {
+        "run_id": "r1",
+        "status": status,
+        "turn": 0,
+        "message_count": 1,
+        "partial": ({"resumed_with": None, "version": "v", "tool_calls": []} | partial)
+        if partial
+        else None,
+    }
+
+
+def test_new_text_is_appended_and_asked_for_by_offset() -> None:
+    watch = RunWatch("r1")
+    assert watch.query() == {}
+    watch.apply(view(turn=0, offset=0, text="Hello"))
+    assert (watch.text, watch.query()) == ("Hello", {"turn": "0", "after": "5"})
+    watch.apply(view(turn=0, offset=5, text=", world", resumed_with="R1"))
+    assert (watch.text, watch.resumed_with, watch.replaced) == ("Hello, world", "R1", 0)
+
+
+def test_a_new_turn_starts_its_text_afresh() -> None:
+    watch = RunWatch("r1")
+    watch.apply(view(turn=0, offset=0, text="first turn"))
+    watch.apply(view(turn=1, offset=0, text="second"))
+    assert (watch.text_turn, watch.text) == (1, "second")
+
+
+def test_text_the_api_replaced_is_replaced_and_counted() -> None:
+    # R4 after whitespace-only text: the API answers offset 0 with the new text.
+    watch = RunWatch("r1")
+    watch.apply(view(turn=0, offset=0, text="  "))
+    watch.apply(view(turn=0, offset=0, text="Fresh"))
+    assert (watch.text, watch.replaced) == ("Fresh", 1)
+
+
+def test_an_ended_run_without_partial_keeps_the_last_text() -> None:
+    watch = RunWatch("r1")
+    watch.apply(view(turn=0, offset=0, text="Hello"))
+    watch.apply(view("completed"))
+    assert watch.ended and watch.text == "Hello"
+
+
+@pytest.mark.parametrize("url", ["not-a-url", "127.0.0.1:8787", "ftp://x"])
+def test_a_url_that_is_not_http_is_refused(url: str) -> None:
+    with pytest.raises(WatchError, match="must start with http"):
+        Api(url)
+
+
+def test_an_api_that_does_not_answer_is_named() -> None:
+    from awaken_s3.local.ports import free_port
+
+    api = Api(f"http://127.0.0.1:{free_port()}", timeout=5)
+    with pytest.raises(WatchError, match=r"cannot reach the API at http://127\.0\.0\.1:\d+"):
+        api.get("/runs/r1")
