@@ -30,8 +30,7 @@ $(STAMP): pyproject.toml
 demo: venv
 	$(BIN)/awaken-s3 demo
 
-# The HTTP API, workers, sweeper and web console on 127.0.0.1 (docs/LOCAL.md); from this
-# directory, because the Lambda handlers (handlers/) are not part of the installed package.
+# The HTTP API, workers, sweeper and web console on 127.0.0.1 (docs/LOCAL.md).
 dev: venv
 	$(BIN)/awaken-s3 dev
 

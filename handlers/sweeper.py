@@ -1,80 +1,11 @@
-"""The scheduled sweeper: re-sends runs that nobody drives (see awaken_s3.service.sweeper).
+"""Lambda entry point of the scheduled sweeper (template.yaml: ``handlers.sweeper.lambda_handler``).
 
-Invoked by an EventBridge schedule (template.yaml), one invocation at a time (reserved
-concurrency 1, so two sweeps never overlap). The event's content is not used.
+Everything it does lives in :mod:`awaken_s3.service.sweeper_job` (Powertools wiring) and
+:mod:`awaken_s3.service.sweeper` (the rules); this module only names the handler.
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-import time
-import warnings
-from typing import Any, cast
+from awaken_s3.service.sweeper_job import lambda_handler, logger, metrics, run_sweep
 
-from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
-from awaken_s3.service.config import SweeperSettings
-from awaken_s3.service.logs import route_library_logs
-from awaken_s3.service.queue import RunMessage, send_run_message
-from awaken_s3.service.sweeper import SweepReport, sweep
-from awaken_s3.service.wiring import open_services
-from awaken_s3.settings import StorageSettings
-
-logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "awaken-s3")
-metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "awaken-s3")
-route_library_logs(logger)
-
-
-async def run_sweep(storage: StorageSettings, settings: SweeperSettings) -> SweepReport:
-    async with open_services(storage) as services:
-
-        async def send(message: RunMessage, epoch: int, rescues: int) -> object:
-            return await send_run_message(
-                services.sqs, services.queue_url, message, epoch=epoch, turn=rescues
-            )
-
-        return await sweep(
-            services.threads,
-            send,
-            now=time.time(),
-            max_rescues=settings.max_rescues,
-            grace=storage.sweep_grace,
-            batch=settings.batch,
-        )
-
-
-def _count(name: str, value: int) -> None:
-    if value:
-        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-
-
-@logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics(raise_on_empty_metrics=False)
-def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    report = asyncio.run(
-        run_sweep(StorageSettings.from_env(need_queue=True), SweeperSettings.from_env())
-    )
-    _count("RunsRescued", report.rescued)
-    _count("RunsRescuedRepeatedly", report.rescued_repeatedly)
-    _count("RunsAbandoned", report.abandoned)
-    _count("RescueSendFailures", report.send_failures)
-    summary = {
-        "examined": report.examined,
-        "rescued": report.rescued,
-        "rescued_repeatedly": report.rescued_repeatedly,
-        "abandoned": report.abandoned,
-        "skipped": report.skipped,
-        "send_failures": report.send_failures,
-    }
-    logger.info("sweep done", extra={**summary, "rescued_runs": report.rescued_runs[:20]})
-    return summary
-
-
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    with warnings.catch_warnings():
-        # A sweep that found nothing to do is the normal case.
-        warnings.filterwarnings("ignore", message="No application metrics to publish")
-        return cast(dict[str, Any], _handle(event, context))
+__all__ = ["lambda_handler", "logger", "metrics", "run_sweep"]

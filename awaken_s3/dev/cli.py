@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "Serve the HTTP API (handlers/api.py) on 127.0.0.1, drive runs with the real worker "
             "(handlers/worker.py) in local containers fed by an SQS event source, run the "
             "sweeper on a timer, and serve a web console at /. Storage is an embedded moto "
-            "server unless --aws. Run it from the repository root. Ctrl-C stops everything."
+            "server unless --aws. Ctrl-C stops everything."
         ),
     )
     dev.add_argument("--port", type=int, default=DEFAULT_PORT, help="port on 127.0.0.1 (0: any)")

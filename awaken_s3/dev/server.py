@@ -82,8 +82,6 @@ class DevOptions:
     scripted_delay: float = 0.08
     scripted_chunk: int = 4
     log_dir: Path | None = None
-    #: the repository root: handlers/ must be importable from it
-    root: Path = field(default_factory=Path.cwd)
 
 
 @dataclass
@@ -143,13 +141,6 @@ class DevStack:
         import boto3
 
         options = self.options
-        if str(options.root) not in sys.path:
-            sys.path.insert(0, str(options.root))
-        if importlib.util.find_spec("handlers") is None:
-            raise DevError(
-                f"handlers/ is not importable from {options.root}: run `awaken-s3 dev` from the "
-                "repository root (the Lambda handlers are not part of the installed package)"
-            )
         session = boto3.Session()
         self.region = session.region_name or "us-east-1"
         env: dict[str, str] = {"AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region}
@@ -176,8 +167,9 @@ class DevStack:
         env.update(self._function_env())
         os.environ.update(env)
         self.exports = self._exports(env)
-        self._api = importlib.import_module("handlers.api")
-        self._sweeper = importlib.import_module("handlers.sweeper")
+        # The very code the Lambda entry points name (handlers/ only re-exports them).
+        self._api = importlib.import_module("awaken_s3.service.http")
+        self._sweeper = importlib.import_module("awaken_s3.service.sweeper_job")
         self._start_workers()
         self._spawn(self._watch_checkpoints, "checkpoint watcher")
         if options.sweep_interval > 0:
@@ -237,7 +229,6 @@ class DevStack:
             handler="awaken_s3.dev.worker:lambda_handler",
             timeout=WORKER_TIMEOUT,
             name=f"{self.options.name}-worker",
-            cwd=str(self.options.root),
             env={"POWERTOOLS_METRICS_DISABLED": "false"},
         )
         self._source = SqsEventSource(

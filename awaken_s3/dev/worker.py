@@ -1,7 +1,7 @@
 """The worker handler as ``awaken-s3 dev`` runs it in its local containers.
 
-It is ``handlers/worker.py`` itself (so ``handlers/`` must be importable: the dev server runs
-from the repository root), with the dev tool registered, and the scripted model unless the
+It is the deployed worker (:func:`awaken_s3.service.worker.make_handler`), with the dev tool
+registered, and the scripted model unless the
 dev server was given a real provider (``AWAKEN_DEV_MODEL=provider``: built from the same
 ``AWAKEN_PROVIDER``, ``AWAKEN_MODEL``, ... settings as on Lambda).
 """
@@ -12,8 +12,8 @@ import os
 
 from awaken_s3.dev.model import DevModel, dev_tools
 from awaken_s3.providers.config import ProviderSettings, build_provider
+from awaken_s3.service.worker import make_handler
 from awaken_s3.streaming.provider import Provider
-from handlers.worker import make_handler
 
 
 def provider() -> Provider:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from awaken_s3.service.wiring import shared_session
 from awaken_s3.streaming.outcome import ClassifiedError
 from awaken_s3.threads.models import RunStatus
 from handlers import api
@@ -306,6 +307,25 @@ def test_internal_errors_never_leak_a_stack_trace(
         "message": "internal error; retry later",
     }
     assert "Traceback" not in response["body"]
+
+
+def test_a_store_that_keeps_throttling_is_a_503_the_caller_may_retry(aws: Aws) -> None:
+    from tests.threads.faults import dynamo_error
+
+    def throttle(**kwargs: Any) -> Any:
+        url = kwargs["request"].url
+        return dynamo_error(url, 400, "ProvisionedThroughputExceededException")
+
+    hooks = shared_session()._session
+    hooks.register("before-send.dynamodb.GetItem", throttle)
+    try:
+        status, body = call("GET", "/threads/t-1")
+    finally:
+        hooks.unregister("before-send.dynamodb.GetItem", throttle)
+    assert (status, body) == (
+        503,
+        {"error": "unavailable", "message": "the service is busy; retry shortly"},
+    )
 
 
 def test_message_content_is_not_logged(aws: Aws, caplog: pytest.LogCaptureFixture) -> None:

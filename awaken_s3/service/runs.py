@@ -1,0 +1,191 @@
+"""What a caller of the HTTP API may do with threads and runs: the rules, over any run store.
+
+Each function takes the caller's identity and its own (public) ids, works in the caller's
+namespace (:mod:`awaken_s3.service.scoping`), and raises :class:`ApiError` with the status and
+code a caller sees. Nothing here knows about events, headers or bodies (that is
+:mod:`awaken_s3.service.http`), so the rules are tested against the in-memory store:
+
+* a thread create is idempotent per id, but bound to its content: the same id with other
+  metadata is a conflict, never the old thread answered silently;
+* a run create is idempotent per run id and bound to its request (message and settings); the
+  start message is sent on every create that finds the run still queued, because the first
+  attempt may have died between the create and the send (FIFO deduplicates the repeat);
+* one live run per thread (409 ``run_active`` names the active one);
+* another caller's thread or run answers exactly like a missing one;
+* the model is the configured default or one of the allowed ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from http import HTTPStatus
+from typing import Any
+
+from awaken_s3.messages import Message
+from awaken_s3.service.queue import RunMessage
+from awaken_s3.service.scoping import public_id, scoped_id
+from awaken_s3.threads.base import RunStore
+from awaken_s3.threads.errors import (
+    RunActive,
+    RunExists,
+    RunNotFound,
+    ThreadExists,
+    ThreadMovedOn,
+    ThreadNotFound,
+)
+from awaken_s3.threads.models import RunSettings, RunState, RunStatus, Thread
+
+#: sends a run's start message to the queue
+SendStart = Callable[[RunMessage], Awaitable[object]]
+
+
+class ApiError(Exception):
+    """A request refused with ``status``, a stable ``code`` and a text for the caller."""
+
+    def __init__(
+        self,
+        status: HTTPStatus,
+        code: str,
+        message: str,
+        details: list[dict[str, Any]] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+
+
+def not_found(kind: str, ident: str) -> ApiError:
+    return ApiError(HTTPStatus.NOT_FOUND, "not_found", f"{kind} {ident} not found")
+
+
+def run_settings(
+    *,
+    model: str | None,
+    default_model: str,
+    allowed: Collection[str],
+    system: str | None,
+    max_tokens: int,
+    temperature: float | None,
+    tools: tuple[str, ...],
+    max_turns: int,
+) -> RunSettings:
+    """The run's settings; a caller must not pick an arbitrary, possibly costly model."""
+    chosen = model or default_model
+    if chosen not in allowed:
+        raise ApiError(
+            HTTPStatus.UNPROCESSABLE_ENTITY,
+            "invalid_request",
+            "the body has invalid fields",
+            [{"loc": ["model"], "msg": "model is not allowed", "type": "model_not_allowed"}],
+        )
+    return RunSettings(
+        model=chosen,
+        system=system,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        tools=tools,
+        max_turns=max_turns,
+    )
+
+
+async def create_thread(
+    threads: RunStore, *, owner: str, public: str, metadata: Mapping[str, str]
+) -> tuple[Thread, bool]:
+    """The thread and whether this call created it (False: a retry of the same create)."""
+    thread_id = scoped_id(owner, public)
+    try:
+        return await threads.create_thread(thread_id, owner=owner, metadata=metadata), True
+    except ThreadExists as exc:
+        # The id is in the caller's own namespace: this is the caller's thread.
+        try:
+            existing: Thread | None = await threads.get_thread(thread_id, owner=owner)
+        except ThreadNotFound:
+            existing = None
+        if existing is None or dict(existing.metadata) != dict(metadata):
+            # Not a retry of the same request: answering it with the old thread would
+            # silently drop the new metadata.
+            raise ApiError(
+                HTTPStatus.CONFLICT, "thread_exists", f"thread {public} exists with other metadata"
+            ) from exc
+        return existing, False
+
+
+async def thread_with_messages(
+    threads: RunStore, *, owner: str, public: str
+) -> tuple[Thread, list[Message]]:
+    thread_id = scoped_id(owner, public)
+    try:
+        thread = await threads.get_thread(thread_id, owner=owner)
+    except ThreadNotFound as exc:
+        raise not_found("thread", public) from exc
+    return thread, await threads.load_messages(thread_id)
+
+
+async def owned_run(threads: RunStore, *, owner: str, public: str) -> RunState:
+    try:
+        run = await threads.get_run(scoped_id(owner, public))
+    except RunNotFound as exc:
+        raise not_found("run", public) from exc
+    # The namespace already keeps other callers out; the stored owner is checked anyway.
+    if run.owner != owner:
+        raise not_found("run", public)
+    return run
+
+
+async def start_run(
+    threads: RunStore,
+    send: SendStart,
+    *,
+    owner: str,
+    public_thread: str,
+    public_run: str,
+    settings: RunSettings,
+    message: str,
+) -> RunState:
+    """Create the run (appending the caller's message) and send its start message."""
+    run_id = scoped_id(owner, public_run)
+    try:
+        run = await threads.create_run(
+            run_id,
+            thread_id=scoped_id(owner, public_thread),
+            owner=owner,
+            settings=settings,
+            messages=[Message.user(message)],
+        )
+    except ThreadNotFound as exc:
+        raise not_found("thread", public_thread) from exc
+    except RunExists as exc:
+        raise ApiError(
+            HTTPStatus.CONFLICT,
+            "run_exists",
+            f"run {public_run} exists with another message or settings",
+        ) from exc
+    except RunActive as exc:
+        # One live run per thread: a second would race the first for the thread's next
+        # message positions and one of them would fail later with thread_moved_on.
+        # The thread is the caller's, so its active run is too: name it as the caller does.
+        raise ApiError(
+            HTTPStatus.CONFLICT,
+            "run_active",
+            f"thread {public_thread} has an active run; wait for it to end or cancel it",
+            [{"run_id": public_id(owner, exc.run_id)}],
+        ) from exc
+    except ThreadMovedOn as exc:
+        raise ApiError(
+            HTTPStatus.CONFLICT, "thread_changed", f"thread {public_thread} changed; retry"
+        ) from exc
+    if run.owner != owner:
+        raise ApiError(HTTPStatus.CONFLICT, "run_exists", f"run id {public_run} is taken")
+    if run.status == RunStatus.QUEUED:
+        # Also on a retry: the first attempt may have failed between create and send.
+        # The deduplication id makes a repeated send within 5 minutes a no-op on FIFO.
+        await send(RunMessage(run_id=run_id, reason="start"))
+    return run
+
+
+async def cancel_run(threads: RunStore, *, owner: str, public: str) -> RunState:
+    """Cancel the caller's run; a run that already ended answers with its final state."""
+    await owned_run(threads, owner=owner, public=public)
+    return await threads.cancel_run(scoped_id(owner, public))
