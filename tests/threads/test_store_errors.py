@@ -12,6 +12,7 @@ import pytest
 from aiobotocore.config import AioConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
+from awaken_s3.local.moto import MotoServer
 from awaken_s3.messages import Message
 from awaken_s3.streaming.outcome import ClassifiedError
 from awaken_s3.threads import (
@@ -46,11 +47,10 @@ class Env:
         return dynamo_store(self.db, self.s3, self.target, clock=self.clock, **kwargs)
 
 
-@pytest.fixture(params=["moto-inprocess", "moto-server"])
-def aws_url(request: pytest.FixtureRequest) -> str:
-    if request.param == "moto-inprocess":
-        return str(request.getfixturevalue("moto_inprocess_url"))
-    return str(request.getfixturevalue("moto_server").endpoint_url)
+@pytest.fixture
+def aws_url(moto_server: MotoServer) -> str:
+    # One moto, as for the contract suite: in a thread or its own process it is the same code.
+    return moto_server.endpoint_url
 
 
 async def _env(url: str, attempts: int) -> AsyncIterator[Env]:
