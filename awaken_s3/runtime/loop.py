@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -320,7 +321,12 @@ class _Drive:
             return await self.suspend()
         log.warning("run %s: fenced at epoch %d: %s", self.run_id, self.epoch, detail)
         await self.discard_own_checkpoint()
-        return self.result(RunEnd.FENCED, current, detail=detail)
+        result = self.result(RunEnd.FENCED, current, detail=detail)
+        if current is None:
+            # Not the run as this invocation last saw it (that would show our own lease):
+            # nobody can tell who drives the run now, and the caller must keep its record.
+            result = dataclasses.replace(result, run=None)
+        return result
 
     async def discard_own_checkpoint(self) -> None:
         """A fenced writer leaves nothing behind: an object it wrote (its writer id and epoch)

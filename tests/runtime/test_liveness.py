@@ -355,3 +355,45 @@ async def test_a_newer_build_s_checkpoint_is_deleted_once_the_run_has_ended(
     # ... and then, the run being over, it is stale whatever wrote it: deleted at its version.
     assert (redelivered.end, redelivered.checkpoint_left) == (RunEnd.NOT_RUNNABLE, False)
     assert await checkpoints.get("r1") is None
+
+
+class FencedThenUnreadable:
+    """A run store whose commit is fenced and which then cannot be read (an outage)."""
+
+    def __init__(self, inner: ThreadStore) -> None:
+        self.inner = inner
+        self.down = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def commit_turn(self, commit: Any) -> Any:
+        from awaken_s3.threads import CommitFenced
+
+        self.down = True
+        raise CommitFenced("injected: a newer epoch owns the run")
+
+    async def get_run(self, run_id: str) -> Any:
+        from awaken_s3.threads import ThreadStoreError
+
+        if self.down:
+            raise ThreadStoreError("injected: DynamoDB unreachable")
+        return await self.inner.get_run(run_id)
+
+
+async def test_a_fence_nobody_can_confirm_leaves_no_run_state_to_trust(
+    threads: ThreadStore, checkpoints: StreamCheckpointStore, clock: FakeClock
+) -> None:
+    # The caller decides from the run state the loop returns; after a fence whose run record
+    # cannot be read, it must not get the state this invocation last saw (its own live lease,
+    # which would read as "held by a live worker" and let the record go).
+    from awaken_s3.service.dispositions import RETRY_SOON, Action, disposition
+    from tests.runtime.conftest import build_loop
+
+    await start(threads)
+    flaky = FencedThenUnreadable(threads)
+    loop = build_loop(flaky, checkpoints, answer_model(), no_tools(), worker="w1", clock=clock)
+    result = await loop.run("r1")
+    assert (result.end, result.run) == (RunEnd.FENCED, None)
+    kept = disposition(result, now=clock(), lease_seconds=LEASE)
+    assert (kept.action, kept.delay) == (Action.RETRY, RETRY_SOON)
