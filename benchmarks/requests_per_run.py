@@ -267,7 +267,7 @@ def scale_checkpoints(scale: float) -> None:
     def policy() -> CheckpointPolicy:
         return CheckpointPolicy(min_interval=1.0 / scale)
 
-    runner.CheckpointPolicy = policy  # type: ignore[attr-defined]
+    runner.CheckpointPolicy = policy  # type: ignore[attr-defined,assignment]
 
 
 def typical_run(env: Env, counts: Counts, scale: float) -> Counts:
