@@ -349,13 +349,13 @@ def make_handler(
     once per invocation, on the process's loop, and a provider it returns with ``aclose()``
     is closed when the invocation ends.
     """
-    from awaken_s3.runtime.tools import ToolRegistry
-
-    registry = tools if tools is not None else ToolRegistry()
 
     @logger.inject_lambda_context(clear_state=True)
     @metrics.log_metrics(raise_on_empty_metrics=False)
     def handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        from awaken_s3.runtime.tools import ToolRegistry
+
+        registry = tools if tools is not None else ToolRegistry()
         return process_batch(event, context, registry, provider_factory)
 
     def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
