@@ -237,6 +237,13 @@ class Env:
         )["Messages"]
         arn = f"arn:aws:sqs:us-east-1:123456789012:{self.queue_url.rsplit('/', 1)[-1]}"
         event = lambda_event(queue_records(messages, queue_arn=arn, region="us-east-1"))
+        # The worker runs in another container than the API: nothing the API read is cached.
+        from awaken_s3.threads import dynamo
+
+        prompts = getattr(dynamo, "_SYSTEM_PROMPTS", None)
+        if prompts is not None:
+            prompts._prompts.clear()
+            prompts._held = 0
         answer = handler(event, context(seconds))
         assert answer == {"batchItemFailures": []}, answer
         for message in messages:
