@@ -209,6 +209,19 @@ class WarmRuntime:
                 if poisons(exc):
                     self._poisoned = True
                 raise
+            finally:
+                self._cancel_leftovers()
+
+    def _cancel_leftovers(self) -> None:
+        # What a per-invocation runner's close did: a task the coroutine left behind (a
+        # checkpoint put that outlasted every wait) must not wake up in a later invocation.
+        assert self._runner is not None
+        loop = self._runner.get_loop()
+        leftovers = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in leftovers:
+            task.cancel()
+        if leftovers:
+            loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
 
     async def services(self, settings: StorageSettings) -> Services:
         """The stores over the process's clients (opened now if needed); on the runner."""
