@@ -43,7 +43,9 @@ _IMPORT = (
 
 def import_cpu(module: str, artifact: str | None, root: str) -> float:
     path = f"sys.path.insert(0, {artifact!r})\n" if artifact else ""
-    cmd = [sys.executable, *(["-I"] if artifact else []), "-c"]
+    # In an artifact: the interpreter without this venv's packages, and nothing but DIR.
+    python = getattr(sys, "_base_executable", sys.executable) if artifact else sys.executable
+    cmd = [python, *(["-I"] if artifact else []), "-c"]
     env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "PYTHONDONTWRITEBYTECODE": "1"}
     out = subprocess.run(
         [*cmd, _IMPORT.format(path=path, module=module)],
