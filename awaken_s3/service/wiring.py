@@ -39,7 +39,7 @@ import functools
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -186,7 +186,8 @@ class WarmRuntime:
     """One event loop and one set of clients, opened on first use and kept until an error
     poisons them (see the module's docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         # Reentrant: a nested run() from the same thread fails in asyncio (a loop is
         # running) with a clear error instead of deadlocking here.
         self._lock = threading.RLock()
@@ -236,7 +237,7 @@ class WarmRuntime:
 
         clients = await self._open()
         current = clients.provider
-        age = time.monotonic() - clients.provider_built_at
+        age = self._clock() - clients.provider_built_at
         keyed = settings.provider != "bedrock"
         if (
             current is not None
@@ -261,7 +262,7 @@ class WarmRuntime:
         provider = build_provider(settings, bedrock_client=bedrock)
         clients.stack.push_async_callback(_close_provider, provider)
         clients.provider, clients.provider_settings = provider, settings
-        clients.provider_built_at = time.monotonic()
+        clients.provider_built_at = self._clock()
         return provider
 
     async def _open(self) -> _Clients:

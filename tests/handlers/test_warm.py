@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from awaken_s3.demo.model import ContinuingModel
 from awaken_s3.providers.config import ProviderSettings
-from awaken_s3.service.wiring import poisons, shared_session, warm_runtime
+from awaken_s3.service.wiring import WarmRuntime, poisons, shared_session, warm_runtime
 from awaken_s3.service.worker import make_handler
 from awaken_s3.settings import StorageSettings
 from awaken_s3.threads.errors import RunNotFound, StoreUnavailable
@@ -70,6 +70,23 @@ def test_the_configured_provider_is_built_once_with_a_bedrock_client_on_the_loop
     assert first._client is not None  # type: ignore[attr-defined]
     other = runtime.run(runtime.provider(settings.model_copy(update={"idle_timeout": 5.0})))
     assert other is not first
+
+
+def test_a_keyed_provider_is_rebuilt_once_its_key_may_have_rotated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    now = [0.0]
+    runtime = WarmRuntime(clock=lambda: now[0])
+    settings = ProviderSettings(provider="anthropic", model="m", api_key_max_age=300)
+    try:
+        first = runtime.run(runtime.provider(settings))
+        now[0] = 300.0
+        assert runtime.run(runtime.provider(settings)) is first
+        now[0] = 301.0
+        assert runtime.run(runtime.provider(settings)) is not first
+    finally:
+        runtime.reset()
 
 
 def test_an_error_that_poisons_a_client_gets_the_clients_reopened(aws: Aws) -> None:
