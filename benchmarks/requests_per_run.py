@@ -242,8 +242,7 @@ class Env:
 
         prompts = getattr(dynamo, "_SYSTEM_PROMPTS", None)
         if prompts is not None:
-            prompts._prompts.clear()
-            prompts._held = 0
+            prompts.clear()
         answer = handler(event, context(seconds))
         assert answer == {"batchItemFailures": []}, answer
         for message in messages:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import threading
 import time
 import uuid
 from collections import OrderedDict
@@ -127,21 +128,30 @@ class _SystemPrompts:
         self.max_bytes = max_bytes
         self._held = 0
         self._prompts: OrderedDict[tuple[str, str], str] = OrderedDict()
+        # Stores on several threads' loops may share it (tests, local servers).
+        self._lock = threading.Lock()
 
     def get(self, key: tuple[str, str]) -> str | None:
-        prompt = self._prompts.get(key)
-        if prompt is not None:
-            self._prompts.move_to_end(key)
-        return prompt
+        with self._lock:
+            prompt = self._prompts.get(key)
+            if prompt is not None:
+                self._prompts.move_to_end(key)
+            return prompt
 
     def put(self, key: tuple[str, str], prompt: str) -> None:
-        if key in self._prompts or len(prompt) > self.max_bytes:
-            return
-        self._prompts[key] = prompt
-        self._held += len(prompt)
-        while self._held > self.max_bytes:
-            _, dropped = self._prompts.popitem(last=False)
-            self._held -= len(dropped)
+        with self._lock:
+            if key in self._prompts or len(prompt) > self.max_bytes:
+                return
+            self._prompts[key] = prompt
+            self._held += len(prompt)
+            while self._held > self.max_bytes:
+                _, dropped = self._prompts.popitem(last=False)
+                self._held -= len(dropped)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._prompts.clear()
+            self._held = 0
 
 
 _SYSTEM_PROMPTS = _SystemPrompts()

@@ -79,7 +79,7 @@ async def test_dynamodb_keeps_a_long_prompt_out_of_the_run_item(dynamo: Any) -> 
     settings = await db.get_item(TableName=table, Key=codec.settings_key("r1"))
     assert codec.decode_system(settings["Item"]) == LONG.system
     # Another process (no cached prompt) reads the settings item, once.
-    dynamo_module._SYSTEM_PROMPTS._prompts.clear()
+    dynamo_module._SYSTEM_PROMPTS.clear()
     reads: list[str] = []
 
     def count(**kwargs: Any) -> None:
