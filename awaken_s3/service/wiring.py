@@ -256,7 +256,11 @@ class WarmRuntime:
                 shared_session().client(
                     "bedrock-runtime",
                     region_name=settings.region,
-                    config=client_config(idle_timeout=settings.idle_timeout, connect_timeout=10.0),
+                    config=client_config(
+                        idle_timeout=settings.idle_timeout,
+                        connect_timeout=10.0,
+                        fresh_connections=True,
+                    ),
                 )
             )
         provider = build_provider(settings, bedrock_client=bedrock)

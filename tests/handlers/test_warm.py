@@ -67,7 +67,10 @@ def test_the_configured_provider_is_built_once_with_a_bedrock_client_on_the_loop
     settings = ProviderSettings(provider="bedrock", model="m", region="us-east-1")
     first = runtime.run(runtime.provider(settings))
     assert runtime.run(runtime.provider(settings)) is first
-    assert first._client is not None  # type: ignore[attr-defined]
+    client = first._client  # type: ignore[attr-defined]
+    # It streams on a client of the process, and on a new connection each time: a pooled one
+    # that died while the container was frozen would cost the turn an interruption.
+    assert client.meta.config.connector_args["force_close"] is True
     other = runtime.run(runtime.provider(settings.model_copy(update={"idle_timeout": 5.0})))
     assert other is not first
 
