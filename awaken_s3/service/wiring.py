@@ -176,10 +176,18 @@ class _Clients:
     dynamodb: Any
     s3: Any
     sqs: Any
-    #: the provider built from the environment, with the settings it was built from
+    #: the provider built from the environment, with the settings it was built from and
+    #: what closes it (and its Bedrock client) when it is replaced
     provider: Provider | None = None
     provider_settings: ProviderSettings | None = None
     provider_built_at: float = 0.0
+    provider_stack: AsyncExitStack | None = None
+
+    async def close_provider(self) -> None:
+        stack, self.provider_stack = self.provider_stack, None
+        self.provider = self.provider_settings = None
+        if stack is not None:
+            await stack.aclose()
 
 
 class WarmRuntime:
@@ -245,14 +253,13 @@ class WarmRuntime:
             and not (keyed and age > settings.api_key_max_age)
         ):
             return current
-        if current is not None:
-            await _close_provider(current)
-            clients.provider = None
+        await clients.close_provider()
+        stack = clients.provider_stack = AsyncExitStack()
         bedrock: Any = None
         if settings.provider == "bedrock":
             from awaken_s3.providers.bedrock import client_config
 
-            bedrock = await clients.stack.enter_async_context(
+            bedrock = await stack.enter_async_context(
                 shared_session().client(
                     "bedrock-runtime",
                     region_name=settings.region,
@@ -264,7 +271,7 @@ class WarmRuntime:
                 )
             )
         provider = build_provider(settings, bedrock_client=bedrock)
-        clients.stack.push_async_callback(_close_provider, provider)
+        stack.push_async_callback(_close_provider, provider)
         clients.provider, clients.provider_settings = provider, settings
         clients.provider_built_at = self._clock()
         return provider
@@ -289,7 +296,9 @@ class WarmRuntime:
             except BaseException:
                 await stack.aclose()
                 raise
-            self._clients = _Clients(stack, environment, db, s3, sqs)
+            clients = _Clients(stack, environment, db, s3, sqs)
+            stack.push_async_callback(clients.close_provider)
+            self._clients = clients
             self._poisoned = False
             self.opened += 1
         return self._clients
