@@ -1,55 +1,36 @@
 """awaken-s3: streaming LLM turns that survive the death of their process.
 
-The S3, filesystem and synchronous stores, the provider adapters, the thread
-stores and the run loop are imported on first use: loading aioboto3 costs
-~0.4 s, which a caller that only plans recoveries should not pay.
+Every name is imported on first use: loading aioboto3 costs ~0.4 s and the pydantic
+models ~0.2 s, which a caller that only needs one module (a Lambda handler at import, a
+caller that only plans recoveries) should not pay.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from awaken_s3.errors import (
-    CheckpointCorrupt,
-    CheckpointFenced,
-    CheckpointSchemaUnsupported,
-    CheckpointTooLarge,
-    StoreLocked,
-    StreamCheckpointError,
-)
-from awaken_s3.ids import InvalidIdError
-from awaken_s3.messages import (
-    Message,
-    ProviderBlock,
-    RedactedThinkingBlock,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-)
-from awaken_s3.models import PartialToolCall, StoredCheckpoint, StreamCheckpoint
-from awaken_s3.stores.base import StreamCheckpointStore
-from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
-from awaken_s3.streaming.accumulator import StreamAccumulator
-from awaken_s3.streaming.coalescer import CheckpointPolicy
-from awaken_s3.streaming.outcome import (
-    CheckpointStats,
-    ClassifiedError,
-    DroppedToolCall,
-    TurnCompleted,
-    TurnFailed,
-    TurnOutcome,
-    TurnSuspended,
-    Usage,
-)
-from awaken_s3.streaming.provider import ModelRequest, Provider, ProviderCapabilities, ToolSpec
-from awaken_s3.streaming.recovery import RecoveryPlan, plan_recovery
-from awaken_s3.streaming.retry import RetryPolicy
-from awaken_s3.streaming.runner import NOT_LOADED, TurnRunner
-from awaken_s3.streaming.scripted import ScriptedProvider
+from awaken_s3._lazy import lazy_attributes
 
 if TYPE_CHECKING:
+    from awaken_s3.errors import (
+        CheckpointCorrupt,
+        CheckpointFenced,
+        CheckpointSchemaUnsupported,
+        CheckpointTooLarge,
+        StoreLocked,
+        StreamCheckpointError,
+    )
+    from awaken_s3.ids import InvalidIdError
+    from awaken_s3.messages import (
+        Message,
+        ProviderBlock,
+        RedactedThinkingBlock,
+        TextBlock,
+        ThinkingBlock,
+        ToolResultBlock,
+        ToolUseBlock,
+    )
+    from awaken_s3.models import PartialToolCall, StoredCheckpoint, StreamCheckpoint
     from awaken_s3.providers import (
         AnthropicProvider,
         BedrockConverseProvider,
@@ -58,9 +39,28 @@ if TYPE_CHECKING:
         build_provider,
     )
     from awaken_s3.runtime import RunEnd, RunLoop, RunResult, Tool, ToolRegistry
+    from awaken_s3.stores.base import StreamCheckpointStore
     from awaken_s3.stores.fs import FsStreamCheckpointStore
+    from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
     from awaken_s3.stores.s3 import S3StreamCheckpointStore
     from awaken_s3.stores.sync import SyncStreamCheckpointStore
+    from awaken_s3.streaming.accumulator import StreamAccumulator
+    from awaken_s3.streaming.coalescer import CheckpointPolicy
+    from awaken_s3.streaming.outcome import (
+        CheckpointStats,
+        ClassifiedError,
+        DroppedToolCall,
+        TurnCompleted,
+        TurnFailed,
+        TurnOutcome,
+        TurnSuspended,
+        Usage,
+    )
+    from awaken_s3.streaming.provider import ModelRequest, Provider, ProviderCapabilities, ToolSpec
+    from awaken_s3.streaming.recovery import RecoveryPlan, plan_recovery
+    from awaken_s3.streaming.retry import RetryPolicy
+    from awaken_s3.streaming.runner import NOT_LOADED, TurnRunner
+    from awaken_s3.streaming.scripted import ScriptedProvider
     from awaken_s3.threads import (
         DynamoThreadStore,
         InMemoryThreadStore,
@@ -76,40 +76,72 @@ if TYPE_CHECKING:
     )
 
 _LAZY = {
-    "FsStreamCheckpointStore": "awaken_s3.stores.fs",
-    "S3StreamCheckpointStore": "awaken_s3.stores.s3",
-    "SyncStreamCheckpointStore": "awaken_s3.stores.sync",
     "AnthropicProvider": "awaken_s3.providers",
     "BedrockConverseProvider": "awaken_s3.providers",
-    "OpenAIChatProvider": "awaken_s3.providers",
-    "ProviderSettings": "awaken_s3.providers",
-    "build_provider": "awaken_s3.providers",
-    "ThreadStore": "awaken_s3.threads",
-    "InMemoryThreadStore": "awaken_s3.threads",
+    "CheckpointCorrupt": "awaken_s3.errors",
+    "CheckpointFenced": "awaken_s3.errors",
+    "CheckpointPolicy": "awaken_s3.streaming.coalescer",
+    "CheckpointSchemaUnsupported": "awaken_s3.errors",
+    "CheckpointStats": "awaken_s3.streaming.outcome",
+    "CheckpointTooLarge": "awaken_s3.errors",
+    "ClassifiedError": "awaken_s3.streaming.outcome",
+    "DroppedToolCall": "awaken_s3.streaming.outcome",
     "DynamoThreadStore": "awaken_s3.threads",
+    "FsStreamCheckpointStore": "awaken_s3.stores.fs",
+    "InMemoryStreamCheckpointStore": "awaken_s3.stores.memory",
+    "InMemoryThreadStore": "awaken_s3.threads",
+    "InvalidIdError": "awaken_s3.ids",
+    "Message": "awaken_s3.messages",
+    "ModelRequest": "awaken_s3.streaming.provider",
+    "NOT_LOADED": "awaken_s3.streaming.runner",
+    "OpenAIChatProvider": "awaken_s3.providers",
+    "PartialToolCall": "awaken_s3.models",
+    "Provider": "awaken_s3.streaming.provider",
+    "ProviderBlock": "awaken_s3.messages",
+    "ProviderCapabilities": "awaken_s3.streaming.provider",
+    "ProviderSettings": "awaken_s3.providers",
+    "RecoveryPlan": "awaken_s3.streaming.recovery",
+    "RedactedThinkingBlock": "awaken_s3.messages",
+    "RetryPolicy": "awaken_s3.streaming.retry",
+    "RunEnd": "awaken_s3.runtime",
+    "RunLoop": "awaken_s3.runtime",
+    "RunResult": "awaken_s3.runtime",
     "RunSettings": "awaken_s3.threads",
     "RunState": "awaken_s3.threads",
     "RunStatus": "awaken_s3.threads",
+    "S3StreamCheckpointStore": "awaken_s3.stores.s3",
+    "ScriptedProvider": "awaken_s3.streaming.scripted",
+    "StoreLocked": "awaken_s3.errors",
+    "StoredCheckpoint": "awaken_s3.models",
+    "StreamAccumulator": "awaken_s3.streaming.accumulator",
+    "StreamCheckpoint": "awaken_s3.models",
+    "StreamCheckpointError": "awaken_s3.errors",
+    "StreamCheckpointStore": "awaken_s3.stores.base",
+    "SyncStreamCheckpointStore": "awaken_s3.stores.sync",
+    "TextBlock": "awaken_s3.messages",
+    "ThinkingBlock": "awaken_s3.messages",
     "Thread": "awaken_s3.threads",
-    "ThreadStoreError": "awaken_s3.threads",
     "ThreadNotFound": "awaken_s3.threads",
-    "create_table": "awaken_s3.threads",
-    "dynamodb_client_config": "awaken_s3.threads",
-    "RunLoop": "awaken_s3.runtime",
-    "RunResult": "awaken_s3.runtime",
-    "RunEnd": "awaken_s3.runtime",
+    "ThreadStore": "awaken_s3.threads",
+    "ThreadStoreError": "awaken_s3.threads",
     "Tool": "awaken_s3.runtime",
     "ToolRegistry": "awaken_s3.runtime",
+    "ToolResultBlock": "awaken_s3.messages",
+    "ToolSpec": "awaken_s3.streaming.provider",
+    "ToolUseBlock": "awaken_s3.messages",
+    "TurnCompleted": "awaken_s3.streaming.outcome",
+    "TurnFailed": "awaken_s3.streaming.outcome",
+    "TurnOutcome": "awaken_s3.streaming.outcome",
+    "TurnRunner": "awaken_s3.streaming.runner",
+    "TurnSuspended": "awaken_s3.streaming.outcome",
+    "Usage": "awaken_s3.streaming.outcome",
+    "build_provider": "awaken_s3.providers",
+    "create_table": "awaken_s3.threads",
+    "dynamodb_client_config": "awaken_s3.threads",
+    "plan_recovery": "awaken_s3.streaming.recovery",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'awaken_s3' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [

@@ -105,18 +105,30 @@ class StoredCheckpoint(BaseModel):
     version: str
 
 
+#: the last checkpoint encoded and its body: a put encodes its snapshot, and the writer then
+#: counts the same object's bytes, so the second call costs nothing (a checkpoint is frozen,
+#: so the same object always has the same body; a copy is another object)
+_last_encoded: tuple[StreamCheckpoint, bytes] | None = None
+
+
 def encode_checkpoint(
     checkpoint: StreamCheckpoint, *, max_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES
 ) -> bytes:
     """Serialize a checkpoint, refusing bodies over ``max_bytes``."""
-    payload: dict[str, Any] = {"format": CHECKPOINT_FORMAT}
-    # Optional fields are left out when empty: such a body is the one that builds without
-    # those fields read and write.
-    exclude = {
-        name for name in ("reusable_blocks", "resumed_with") if not getattr(checkpoint, name)
-    }
-    payload.update(checkpoint.model_dump(mode="json", exclude=exclude or None))
-    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    global _last_encoded
+    last = _last_encoded
+    if last is not None and last[0] is checkpoint:
+        body = last[1]
+    else:
+        payload: dict[str, Any] = {"format": CHECKPOINT_FORMAT}
+        # Optional fields are left out when empty: such a body is the one that builds without
+        # those fields read and write.
+        exclude = {
+            name for name in ("reusable_blocks", "resumed_with") if not getattr(checkpoint, name)
+        }
+        payload.update(checkpoint.model_dump(mode="json", exclude=exclude or None))
+        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        _last_encoded = (checkpoint, body)
     if len(body) > max_bytes:
         raise CheckpointTooLarge(
             f"checkpoint for run {checkpoint.run_id} is {len(body)} bytes; "

@@ -12,10 +12,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-from awaken_s3.threads.rules import DEFAULT_SWEEP_GRACE
+from typing import Final
 
 DEFAULT_CHECKPOINT_PREFIX = "checkpoints/"
+#: how long past the moment a run should next have been driven the sweeper waits before it
+#: re-sends the run: longer than a dead worker's record takes to come back by itself
+#: (the lease plus the visibility margin), so the queue, not the sweeper, resumes crashes
+DEFAULT_SWEEP_GRACE: Final = 120.0
 
 
 class SettingsError(ValueError):

@@ -43,6 +43,10 @@ if [ "${1:-}" = "--build" ]; then
         [ -f "$out/$fn/handlers/$handler.py" ] \
             || { echo "sam build: $fn artifact lacks its handler" >&2; exit 1; }
         [ ! -e "$out/$fn/tests" ] || { echo "sam build: tests/ leaked into $fn" >&2; exit 1; }
+        for pruned in demo dev local; do
+            [ ! -e "$out/$fn/awaken_s3/$pruned" ] \
+                || { echo "sam build: awaken_s3/$pruned leaked into $fn" >&2; exit 1; }
+        done
     done
     du -sh "$out"/WorkerFunction "$out"/ApiFunction "$out"/SweeperFunction
     # The arm64 artifact cannot be imported here; the same recipe for this host's platform
@@ -55,5 +59,18 @@ if [ "${1:-}" = "--build" ]; then
         LAMBDA_PLATFORMS="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_platform().replace("linux-", "manylinux2014_"))')"
     (cd "$host" && env -i PATH=/usr/bin:/bin AWS_DEFAULT_REGION=us-east-1 "$(command -v "$PYTHON")" -I -c \
         'import sys; sys.path.insert(0, "."); import handlers.worker, handlers.api, handlers.sweeper; print("handlers import: OK")')
+    # A Bedrock-only build carries no provider SDK, and its handlers still load everything
+    # a Bedrock worker needs on its first invocation (the provider and the AWS clients).
+    echo "== Bedrock-only build (PROVIDERS=bedrock) for $PYTHON on this host"
+    bedrock="$out/bedrock"
+    make -s -f infra/lambda/Makefile artifact ARTIFACTS_DIR="$bedrock" PYTHON="$PYTHON" PROVIDERS=bedrock \
+        LAMBDA_PYTHON_VERSION="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
+        LAMBDA_PLATFORMS="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_platform().replace("linux-", "manylinux2014_"))')"
+    for sdk in anthropic openai; do
+        [ ! -e "$bedrock/$sdk" ] || { echo "PROVIDERS=bedrock shipped the $sdk SDK" >&2; exit 1; }
+    done
+    (cd "$bedrock" && env -i PATH=/usr/bin:/bin AWS_DEFAULT_REGION=us-east-1 "$(command -v "$PYTHON")" -I -c \
+        'import sys; sys.path.insert(0, "."); import handlers.worker, boto3; from awaken_s3.providers.config import ProviderSettings, build_provider; build_provider(ProviderSettings(model="m", region="us-east-1")); import awaken_s3.runtime.loop, awaken_s3.stores.s3, awaken_s3.threads.dynamo; [boto3.client(s, region_name="us-east-1") for s in ("dynamodb", "s3", "sqs", "bedrock-runtime", "ssm", "secretsmanager", "sts")]; print("bedrock-only worker: OK")')
+    du -sh "$bedrock"
 fi
 echo "template.yaml: OK"

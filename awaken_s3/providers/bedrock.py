@@ -83,15 +83,24 @@ def map_bedrock_exception(exc: BaseException, *, sent_prefill: bool) -> Provider
     return None
 
 
-def client_config(*, idle_timeout: float, connect_timeout: float) -> AioConfig:
+def client_config(
+    *, idle_timeout: float, connect_timeout: float, fresh_connections: bool = False
+) -> AioConfig:
     """The botocore config of the provider's client.
 
     ``total_max_attempts=1`` turns botocore's retries off because the turn runner
     owns retry policy: botocore retries would repeat a request behind the
     runner's back, double its delays and hide attempts from the retry count.
     ``read_timeout`` is the longest gap between two reads: the idle-stall timeout.
+
+    ``fresh_connections``: a new connection for every stream, none kept in a pool. For a
+    client that outlives a Lambda invocation: a pooled connection that died while the
+    container was frozen would cost the turn an interruption (this client does not retry),
+    while a new connection costs one handshake on a call that lasts seconds.
     """
+    connector = {"force_close": True, "keepalive_timeout": None} if fresh_connections else None
     return AioConfig(
+        connector_args=connector,
         read_timeout=idle_timeout,
         connect_timeout=connect_timeout,
         retries={"total_max_attempts": 1, "mode": "standard"},

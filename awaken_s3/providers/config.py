@@ -176,14 +176,21 @@ def build_provider(
     *,
     api_key: SecretStr | None = None,
     session: Any | None = None,
+    bedrock_client: Any | None = None,
 ) -> Provider:
-    """The configured provider (``settings`` default: :meth:`ProviderSettings.from_env`)."""
+    """The configured provider (``settings`` default: :meth:`ProviderSettings.from_env`).
+
+    ``bedrock_client``: an open ``bedrock-runtime`` client the Bedrock provider streams on
+    (configured like :func:`awaken_s3.providers.bedrock.client_config`; the caller closes it);
+    without it the provider opens one per stream from ``session``.
+    """
     settings = settings or ProviderSettings.from_env()
     if settings.provider == "bedrock":
         from awaken_s3.providers.bedrock import BedrockConverseProvider
 
         return BedrockConverseProvider(
-            session=session,
+            client=bedrock_client,
+            session=None if bedrock_client is not None else session,
             region_name=settings.region,
             idle_timeout=settings.idle_timeout,
             prefill=settings.prefill,

@@ -61,6 +61,7 @@ from awaken_s3.threads.errors import (
     LeaseLost,
     LeaseUnavailable,
     ThreadMovedOn,
+    ThreadNotFound,
     ThreadStoreError,
     ToolCallConflict,
 )
@@ -129,6 +130,8 @@ NO_PROGRESS = "no_progress"
 DEFAULT_MAX_IDLE_SUSPENSIONS = 5
 #: checkpoint faults an invocation repairs in place before it hands the run over
 _MAX_REPAIRS = 2
+#: seconds the delete after a commit waits for a checkpoint put that outlasted its turn
+LATE_PUT_WAIT = 60.0
 
 
 def pending_tool_calls(history: Sequence[Message]) -> tuple[ToolUseBlock, ...]:
@@ -279,6 +282,10 @@ class _Drive:
         self.repairs = 0
         self.checkpoint_left = False
         self.ended = False
+        #: this invocation deleted the last turn's checkpoint: the next turn starts without
+        #: reading it back (an object some zombie wrote since is met by the first put's
+        #: condition, which the writer resolves like any other)
+        self.checkpoint_gone = False
 
     def result(self, end: RunEnd, run: RunState | None = None, **kw: Any) -> RunResult:
         self.ended = True
@@ -350,8 +357,17 @@ class _Drive:
 
     async def run(self) -> RunResult:
         history = await self.store.load_messages(self.run_state.thread_id)
+        if not history and self.run_state.message_count:
+            raise ThreadNotFound(
+                f"thread {self.run_state.thread_id} of run {self.run_id} has no messages"
+            )
+        # The claim returned the run as it stands: the first step needs no read of its own.
+        claimed: RunState | None = self.run_state
         while True:
-            current = await self.store.get_run(self.run_id)
+            if claimed is not None:
+                current, claimed = claimed, None
+            else:
+                current = await self.store.get_run(self.run_id)
             if current.lease.epoch != self.epoch or self.keeper.lost.is_set():
                 return await self.fenced(f"the run is at epoch {current.lease.epoch}")
             if current.status == RunStatus.CANCELLED:
@@ -384,7 +400,11 @@ class _Drive:
                 # The run asks for a tool this worker does not have: retrying cannot help.
                 error = ClassifiedError(UNKNOWN_TOOL, str(exc.args[0]), retryable=False)
                 return await self.finish(RunStatus.FAILED, error)
-            existing = await self.load_checkpoint(current)
+            if self.checkpoint_gone:
+                existing: StoredCheckpoint | Any | None = None
+                self.checkpoint_gone = False
+            else:
+                existing = await self.load_checkpoint(current)
             turn = await self.run_turn_while_leased(
                 TurnRequest(
                     run_id=self.run_id,
@@ -478,10 +498,16 @@ class _Drive:
     async def delete_turn_checkpoint(self, turn_index: int, turn: TurnCompleted) -> bool | None:
         """Delete the committed turn's checkpoint; True when none of it is left, None when
         another object was found in its place (rewritten meanwhile)."""
-        if turn.checkpoint_version is not None:
+        if turn.put_in_flight is not None:
+            # A slow put outlasted the turn: it may still create or replace the object. Once
+            # it ended, whatever is stored is known and deleted below; if it does not end in
+            # time, the checkpoint counts as left (the run's next delivery deletes it).
+            if not await self.await_put(turn.put_in_flight):
+                return False
+        elif turn.checkpoint_version is not None:
             return await self.delete_checkpoint(turn.checkpoint_version)
         stats = turn.checkpoint_stats
-        if stats.puts == 0 and stats.failures == 0:
+        if turn.put_in_flight is None and stats.puts == 0 and stats.failures == 0:
             return True  # the turn never wrote one
         # A put whose answer was lost may have landed: look, and delete what is there if it
         # is a checkpoint of this turn or an earlier one (stale now), at the version read.
@@ -493,6 +519,22 @@ class _Drive:
         if stored is None or stored.checkpoint.turn > turn_index:
             return True
         return await self.delete_checkpoint(stored.version)
+
+    async def await_put(self, put: Awaitable[None]) -> bool:
+        """Wait for a put in flight, up to the deadline (or :data:`LATE_PUT_WAIT` without one);
+        True when it ended."""
+        wait = LATE_PUT_WAIT
+        if self.deadline is not None:
+            wait = max(0.0, min(wait, self.deadline - self.loop._monotonic()))
+        try:
+            async with asyncio.timeout(wait):
+                await asyncio.shield(put)
+        except TimeoutError:
+            log.warning("run %s: a checkpoint put is still in flight after the turn", self.run_id)
+            return False
+        except Exception as exc:  # the put's own failure was logged where it happened
+            log.debug("run %s: the late checkpoint put failed: %s", self.run_id, exc)
+        return True
 
     async def delete_checkpoint(self, version: str) -> bool | None:
         """True when deleted, False when the delete failed, None when someone rewrote the
@@ -561,6 +603,7 @@ class _Drive:
         # After the commit, never before: a crash in between leaves a stale checkpoint that
         # the next invocation (or the redelivery of an ended run) deletes without replaying.
         deleted = await self.delete_turn_checkpoint(run.turn, turn)
+        self.checkpoint_gone = deleted is True and turn.checkpoint_stats.load_failures == 0
         if final and deleted is None:
             # Rewritten after our last put (an operator, a restore): the run has ended, so
             # whatever is there is stale; delete it at the version read.

@@ -27,15 +27,15 @@ import json
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+from typing import TYPE_CHECKING, Any, Final
 
 from awaken_s3.messages import ToolResultBlock, ToolUseBlock
 from awaken_s3.streaming.provider import ToolSpec
 from awaken_s3.threads.base import ToolCallLedger
 from awaken_s3.threads.models import ToolCallStatus
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 log = logging.getLogger("awaken_s3.tools")
 
@@ -91,6 +91,10 @@ class Tool:
     timeout: float | None = None
 
     def __post_init__(self) -> None:
+        # Imported here: a worker without tools never loads jsonschema.
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+
         try:
             Draft202012Validator.check_schema(dict(self.input_schema))
         except SchemaError as exc:
@@ -105,7 +109,7 @@ class ToolRegistry:
         self, tools: Iterable[Tool] = (), *, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
     ) -> None:
         self._tools: dict[str, Tool] = {}
-        self._validators: dict[str, Draft202012Validator] = {}
+        self._validators: dict[str, Validator] = {}
         self.max_result_chars = max_result_chars
         for tool in tools:
             self.add(tool)
@@ -113,6 +117,8 @@ class ToolRegistry:
     def add(self, tool: Tool) -> Tool:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name} is already registered")
+        from jsonschema import Draft202012Validator
+
         self._tools[tool.name] = tool
         self._validators[tool.name] = Draft202012Validator(dict(tool.input_schema))
         return tool

@@ -9,13 +9,13 @@ Errors are JSON ``{"error": code, "message": text[, "details": [...]]}``, never 
 or a provider's own error text; message content is never logged (it can hold user data), only
 ids. A malformed event or body is a 4xx, never a 500.
 
-Each request runs one event loop (``asyncio.run``) that opens the AWS clients, does the
-request's store calls and closes the clients: aiobotocore clients are bound to their loop.
+Each request's store calls run on the process's event loop with the process's AWS clients
+(:func:`awaken_s3.service.wiring.warm_runtime`), opened by the first request that needs them
+and kept for the requests after it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import json
@@ -24,7 +24,7 @@ import uuid
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from http import HTTPStatus
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -64,10 +64,12 @@ from awaken_s3.service.scoping import (
     validate_public_run_id,
     validate_public_thread_id,
 )
-from awaken_s3.service.wiring import Services, open_services
 from awaken_s3.settings import StorageSettings
 from awaken_s3.threads.errors import StoreUnavailable
 from awaken_s3.threads.models import RunSettings, RunState
+
+if TYPE_CHECKING:
+    from awaken_s3.service.wiring import Services
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "awaken-s3")
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "awaken-s3")
@@ -224,13 +226,15 @@ def parse_body(model: type[M]) -> M:
 
 
 def with_services(operation: Callable[[Services], Awaitable[T]]) -> T:
+    from awaken_s3.service.wiring import warm_runtime
+
     storage = StorageSettings.from_env(need_queue=True)
+    runtime = warm_runtime()
 
     async def run() -> T:
-        async with open_services(storage) as services:
-            return await operation(services)
+        return await operation(await runtime.services(storage))
 
-    return asyncio.run(run())
+    return runtime.run(run())
 
 
 def settings_for(request: CreateRunRequest) -> RunSettings:

@@ -8,11 +8,10 @@ concurrency 1, so two sweeps never overlap). The event's content is not used.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 import warnings
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
@@ -20,10 +19,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from awaken_s3.service.config import SweeperSettings
 from awaken_s3.service.logs import route_library_logs
-from awaken_s3.service.queue import RunMessage, send_run_message
-from awaken_s3.service.sweeper import SweepReport, sweep
-from awaken_s3.service.wiring import open_services
+from awaken_s3.service.wiring import warm_runtime
 from awaken_s3.settings import StorageSettings
+
+if TYPE_CHECKING:
+    from awaken_s3.service.queue import RunMessage
+    from awaken_s3.service.sweeper import SweepReport
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "awaken-s3")
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "awaken-s3")
@@ -31,21 +32,25 @@ route_library_logs(logger)
 
 
 async def run_sweep(storage: StorageSettings, settings: SweeperSettings) -> SweepReport:
-    async with open_services(storage) as services:
+    """One sweep over the process's clients; on :func:`warm_runtime`'s loop."""
+    from awaken_s3.service.queue import send_run_message
+    from awaken_s3.service.sweeper import sweep
 
-        async def send(message: RunMessage, epoch: int, rescues: int) -> object:
-            return await send_run_message(
-                services.sqs, services.queue_url, message, epoch=epoch, turn=rescues
-            )
+    services = await warm_runtime().services(storage)
 
-        return await sweep(
-            services.threads,
-            send,
-            now=time.time(),
-            max_rescues=settings.max_rescues,
-            grace=storage.sweep_grace,
-            batch=settings.batch,
+    async def send(message: RunMessage, epoch: int, rescues: int) -> object:
+        return await send_run_message(
+            services.sqs, services.queue_url, message, epoch=epoch, turn=rescues
         )
+
+    return await sweep(
+        services.threads,
+        send,
+        now=time.time(),
+        max_rescues=settings.max_rescues,
+        grace=storage.sweep_grace,
+        batch=settings.batch,
+    )
 
 
 def _count(name: str, value: int) -> None:
@@ -56,7 +61,7 @@ def _count(name: str, value: int) -> None:
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(raise_on_empty_metrics=False)
 def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    report = asyncio.run(
+    report = warm_runtime().run(
         run_sweep(StorageSettings.from_env(need_queue=True), SweeperSettings.from_env())
     )
     _count("RunsRescued", report.rescued)

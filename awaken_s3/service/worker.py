@@ -4,10 +4,12 @@
 the deployed entry point (``make_handler()``), and a deployment with its own tools points its
 function at a module of its own that calls ``make_handler(registry)``.
 
-One event loop per invocation (an :class:`asyncio.Runner`: aiobotocore clients and provider
-SDK clients are bound to the loop that opened them). The Powertools batch processor calls a
-synchronous record handler, so each record's coroutine runs on that one loop in turn; the
-clients are opened before the first record and closed after the last.
+One event loop and one set of clients for the life of the process
+(:func:`awaken_s3.service.wiring.warm_runtime`: aiobotocore clients and provider SDK clients
+are bound to the loop that opened them, so they are opened on that loop on first use and
+kept). The Powertools batch processor calls a synchronous record handler, so each record's
+coroutine runs on that one loop in turn. Importing this module loads only Powertools' logger
+and metrics: the run loop, the stores and the AWS SDK load with the first invocation.
 
 Per record: a malformed body is logged, counted and acknowledged (it can never succeed);
 otherwise the run loop runs until ``deadline = now + remaining - margin``. While the worker
@@ -30,53 +32,37 @@ Tracer is not used: it needs aws-xray-sdk, which is not a dependency of this pac
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import time
 import uuid
 import warnings
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    SqsFifoPartialProcessor,
-    process_partial_response,
-)
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import ValidationError
 
-from awaken_s3.providers.config import ProviderSettings, build_provider
-from awaken_s3.runtime.loop import RunEnd, RunLoop, RunResult
-from awaken_s3.runtime.tools import ToolRegistry
-from awaken_s3.service.config import WorkerSettings
-from awaken_s3.service.dispositions import RUN_END_METRICS, Action, Disposition, disposition
-from awaken_s3.service.instrumented import InstrumentedRunner, TurnTally
 from awaken_s3.service.logs import route_library_logs
-from awaken_s3.service.queue import (
-    RunMessage,
-    is_fifo,
-    send_run_message,
-    set_visibility,
-)
-from awaken_s3.service.wiring import Services, open_services
-from awaken_s3.settings import StorageSettings
-from awaken_s3.streaming.provider import Provider
-from awaken_s3.streaming.retry import RetryPolicy
-from awaken_s3.streaming.runner import TurnRunner
-from awaken_s3.threads.errors import RunNotFound
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch import BatchProcessor
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+    from awaken_s3.runtime.loop import RunEnd, RunResult
+    from awaken_s3.runtime.tools import ToolRegistry
+    from awaken_s3.service.config import WorkerSettings
+    from awaken_s3.service.dispositions import Disposition
+    from awaken_s3.service.instrumented import TurnTally
+    from awaken_s3.service.queue import RunMessage
+    from awaken_s3.service.wiring import Services
+    from awaken_s3.streaming.provider import Provider
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "awaken-s3")
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "awaken-s3")
 route_library_logs(logger)
 
-ProviderFactory = Callable[[], Provider]
+ProviderFactory = Callable[[], "Provider"]
 LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 
 
@@ -85,6 +71,11 @@ class RecordKept(Exception):
 
 
 def default_provider() -> Provider:
+    """A new provider built from the environment (``AWAKEN_PROVIDER``, ``AWAKEN_MODEL``...).
+    The deployed handler does not call it per invocation: it keeps one provider per process
+    (:meth:`awaken_s3.service.wiring.WarmRuntime.provider`)."""
+    from awaken_s3.providers.config import ProviderSettings, build_provider
+
     return build_provider(ProviderSettings.from_env())
 
 
@@ -105,6 +96,8 @@ def is_fifo_event(event: dict[str, Any], queue_url: str) -> bool:
     records = event.get("Records") or []
     if records and isinstance(records[0], dict) and records[0].get("eventSourceARN"):
         return str(records[0]["eventSourceARN"]).endswith(".fifo")
+    from awaken_s3.service.queue import is_fifo
+
     return is_fifo(queue_url)
 
 
@@ -125,6 +118,8 @@ def record_tally(tally: TurnTally) -> None:
 
 
 def record_result(result: RunResult) -> None:
+    from awaken_s3.service.dispositions import RUN_END_METRICS
+
     _count(RUN_END_METRICS[result.end])
     _count("TurnsCommitted", result.turns_committed)
     _count("ToolCalls", result.tool_calls)
@@ -154,6 +149,10 @@ class Invocation:
         self.deadline = deadline
 
     async def handle(self, record: SQSRecord) -> str:
+        from pydantic import ValidationError
+
+        from awaken_s3.service.queue import RunMessage
+
         try:
             message = RunMessage.model_validate_json(record.body)
         except ValidationError as exc:
@@ -171,6 +170,14 @@ class Invocation:
             logger.set_correlation_id(None)
 
     async def _run(self, message: RunMessage, record: SQSRecord) -> str:
+        from awaken_s3.runtime.loop import RunLoop
+        from awaken_s3.service.dispositions import Action, disposition
+        from awaken_s3.service.instrumented import InstrumentedRunner
+        from awaken_s3.service.queue import set_visibility
+        from awaken_s3.streaming.retry import RetryPolicy
+        from awaken_s3.streaming.runner import TurnRunner
+        from awaken_s3.threads.errors import RunNotFound
+
         writer = worker_id(self.context)
         runner = InstrumentedRunner(
             TurnRunner(
@@ -237,6 +244,10 @@ class Invocation:
         return result.end.value
 
     async def _keep(self, record: SQSRecord, action: Disposition) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from awaken_s3.service.queue import set_visibility
+
         try:
             await set_visibility(
                 self.services.sqs, self.services.queue_url, record.receipt_handle, action.delay
@@ -249,6 +260,8 @@ class Invocation:
             )
 
     async def _continue(self, result: RunResult) -> None:
+        from awaken_s3.service.queue import RunMessage, send_run_message
+
         run = result.run
         epoch = run.lease.epoch if run is not None else 0
         turn = run.turn if run is not None else 0
@@ -277,8 +290,20 @@ def process_batch(
     event: dict[str, Any],
     context: LambdaContext,
     tools: ToolRegistry,
-    provider_factory: ProviderFactory,
+    provider_factory: ProviderFactory | None,
 ) -> dict[str, Any]:
+    from aws_lambda_powertools.utilities.batch import (
+        BatchProcessor,
+        EventType,
+        SqsFifoPartialProcessor,
+        process_partial_response,
+    )
+
+    from awaken_s3.providers.config import ProviderSettings
+    from awaken_s3.service.config import WorkerSettings
+    from awaken_s3.service.wiring import warm_runtime
+    from awaken_s3.settings import StorageSettings
+
     storage = StorageSettings.from_env(need_queue=True)
     settings = WorkerSettings.from_env()
     deadline = deadline_for(context, settings.deadline_margin)
@@ -290,36 +315,47 @@ def process_batch(
     # A batch whose every record is busy is a normal outcome, not a function error.
     processor.raise_on_entire_batch_failure = False
 
-    with asyncio.Runner() as runner:
-        resources = contextlib.AsyncExitStack()
-        try:
-            services = runner.run(resources.enter_async_context(open_services(storage)))
-            provider = runner.run(_open_provider(provider_factory))
-            resources.push_async_callback(_close_provider, provider)
-            invocation = Invocation(
-                services, provider, tools, settings=settings, context=context, deadline=deadline
-            )
-            response = process_partial_response(
-                event=event,
-                record_handler=lambda record: runner.run(invocation.handle(record)),
-                processor=processor,
-                context=context,
-            )
-            return dict(response)
-        finally:
-            runner.run(resources.aclose())
+    runtime = warm_runtime()
+    services = runtime.run(runtime.services(storage))
+    own_provider = provider_factory is not None
+    if provider_factory is not None:
+        provider = runtime.run(_open_provider(provider_factory))
+    else:
+        provider = runtime.run(runtime.provider(ProviderSettings.from_env()))
+    try:
+        invocation = Invocation(
+            services, provider, tools, settings=settings, context=context, deadline=deadline
+        )
+        response = process_partial_response(
+            event=event,
+            record_handler=lambda record: runtime.run(invocation.handle(record)),
+            processor=processor,
+            context=context,
+        )
+        return dict(response)
+    finally:
+        if own_provider:
+            runtime.run(_close_provider(provider))
 
 
 def make_handler(
     tools: ToolRegistry | None = None,
-    provider_factory: ProviderFactory = default_provider,
+    provider_factory: ProviderFactory | None = None,
 ) -> LambdaHandler:
-    """A worker ``lambda_handler`` with your tools (and, in tests, your provider)."""
-    registry = tools if tools is not None else ToolRegistry()
+    """A worker ``lambda_handler`` with your tools (and, in tests, your provider).
+
+    Without ``provider_factory`` the provider is the one the environment configures, built
+    on first use and kept for the life of the process with the AWS clients; a factory runs
+    once per invocation, on the process's loop, and a provider it returns with ``aclose()``
+    is closed when the invocation ends.
+    """
 
     @logger.inject_lambda_context(clear_state=True)
     @metrics.log_metrics(raise_on_empty_metrics=False)
     def handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        from awaken_s3.runtime.tools import ToolRegistry
+
+        registry = tools if tools is not None else ToolRegistry()
         return process_batch(event, context, registry, provider_factory)
 
     def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
@@ -329,6 +365,15 @@ def make_handler(
             return cast(dict[str, Any], handle(event, context))
 
     return lambda_handler
+
+
+def __getattr__(name: str) -> Any:
+    # RunEnd is part of this module's interface; the run loop behind it loads on first use.
+    if name == "RunEnd":
+        from awaken_s3.runtime.loop import RunEnd
+
+        return RunEnd
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["LambdaHandler", "ProviderFactory", "RecordKept", "RunEnd", "make_handler"]

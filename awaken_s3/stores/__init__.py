@@ -4,7 +4,21 @@ Import a backend from its module (``awaken_s3.stores.s3``) or from the
 package root (``awaken_s3.S3StreamCheckpointStore``, loaded on first use).
 """
 
-from awaken_s3.stores.base import StreamCheckpointStore
-from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from awaken_s3._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from awaken_s3.stores.base import StreamCheckpointStore
+    from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
+
+_LAZY = {
+    "InMemoryStreamCheckpointStore": "awaken_s3.stores.memory",
+    "StreamCheckpointStore": "awaken_s3.stores.base",
+}
+
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = ["InMemoryStreamCheckpointStore", "StreamCheckpointStore"]

@@ -116,8 +116,9 @@ class CheckpointWriter(Protocol):
         ...
 
     async def aclose(self) -> None:
-        """No put starts after this; the one in flight is awaited (bounded), so a writer that
-        has closed never lands a put later."""
+        """No put starts after this; the one in flight is awaited (bounded). A put still in
+        flight after that is :attr:`in_flight`, for the caller to await before it judges
+        what is stored."""
         ...
 
 
@@ -373,6 +374,12 @@ class CoalescingCheckpointWriter:
     def close(self) -> None:
         """No put starts after this; one in flight is left to finish."""
         self._stop()
+
+    @property
+    def in_flight(self) -> asyncio.Task[None] | None:
+        """The put still running, if any (after :meth:`aclose`: one that outlasted it)."""
+        task = self._task
+        return task if task is not None and not task.done() else None
 
     async def aclose(self) -> None:
         self._stop()

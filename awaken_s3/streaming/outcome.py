@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -72,6 +73,9 @@ class TurnCompleted:
     ``message`` is prefix + continuation + complete tool calls: never only the
     continuation. ``checkpoint_version`` is the last version this runner wrote
     (or loaded), for the conditional delete that follows the commit.
+    ``put_in_flight`` is a checkpoint put that outlasted the writer's final wait (a slow
+    S3): until it ends, what is stored is unknown, so the delete after the commit awaits it
+    and then deletes whatever it finds of this turn, at the version read.
     """
 
     message: Message
@@ -82,6 +86,7 @@ class TurnCompleted:
     checkpoint_version: str | None = None
     retry_count: int = 0
     checkpoint_stats: CheckpointStats = CheckpointStats()
+    put_in_flight: Awaitable[None] | None = field(default=None, compare=False, repr=False)
     kind: Literal["completed"] = field(default="completed", init=False)
 
 

@@ -16,14 +16,16 @@ sleeping. Also:
   version, for the caller's conditional delete after the commit) but does not write again:
   the caller commits next.
 * A stream that ends without a stop reason is a dropped connection.
-* When ``run_turn`` returns (or is cancelled) no put of its writer is in flight: a writer that
-  has stopped never lands a put later, so the caller's clean-up of a fenced writer's object
-  cannot be undone behind its back.
+* When ``run_turn`` returns (or is cancelled) no put of its writer is in flight, unless S3
+  outlasted the writer's bounded final wait: a completed turn then hands that put over
+  (``TurnCompleted.put_in_flight``), and the caller awaits it before deleting the turn's
+  checkpoint, so a put that lands late is deleted too, never left behind.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
@@ -121,10 +123,15 @@ class TurnRunner:
     async def run_turn(self, turn: TurnRequest) -> TurnOutcome:
         driver = _Driver(self, turn)
         try:
-            return await driver.run()
+            outcome = await driver.run()
         finally:
             await driver.close()
             self.last_stats = driver.stats.frozen()
+        lingering = getattr(driver.writer, "in_flight", None)
+        if isinstance(outcome, TurnCompleted) and lingering is not None:
+            # S3 outlasted the writer's final wait: the caller's delete awaits this put.
+            return dataclasses.replace(outcome, put_in_flight=lingering)
+        return outcome
 
 
 class _Driver:

@@ -53,7 +53,8 @@ class RunStore(Protocol):
         ...
 
     async def load_messages(self, thread_id: str) -> list[Message]:
-        """The committed messages, in order (offloaded bodies read back)."""
+        """The committed messages, in order (offloaded bodies read back); an unknown thread
+        has none (one read, not two: call :meth:`get_thread` to tell it apart)."""
         ...
 
     async def create_run(

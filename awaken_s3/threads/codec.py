@@ -5,6 +5,7 @@ One table, string keys ``pk``/``sk``::
     pk = THREAD#<thread_id>   sk = THREAD                 thread: owner, message_count
     pk = THREAD#<thread_id>   sk = MSG#<seq, 10 digits>   one message (body or body_ref)
     pk = RUN#<run_id>         sk = RUN                    run state and lease
+    pk = RUN#<run_id>         sk = SETTINGS               a long system prompt, written once
     pk = RUN#<run_id>         sk = TOOL#<tool_use_id>     one tool-call record
 
 Zero-padded sequence numbers make the sort key order the message order, so one Query reads a
@@ -37,6 +38,12 @@ Item = dict[str, Any]
 
 THREAD_SK: Final = "THREAD"
 RUN_SK: Final = "RUN"
+SETTINGS_SK: Final = "SETTINGS"
+#: a system prompt longer than this many UTF-8 bytes lives in the run's settings item, written
+#: once with the run: the run item is rewritten by every claim, renewal, release and commit,
+#: and each of those writes bills the item's size (per KB), so the prompt would be billed on
+#: every one. Up to this size it keeps the run item within one write unit, inline.
+INLINE_SYSTEM_BYTES: Final = 256
 MSG_PREFIX: Final = "MSG#"
 TOOL_PREFIX: Final = "TOOL#"
 SEQ_DIGITS: Final = 10
@@ -91,6 +98,10 @@ def message_key(thread_id: str, seq: int) -> Item:
 
 def run_key(run_id: str) -> Item:
     return {"pk": s_attr(run_pk(run_id)), "sk": s_attr(RUN_SK)}
+
+
+def settings_key(run_id: str) -> Item:
+    return {"pk": s_attr(run_pk(run_id)), "sk": s_attr(SETTINGS_SK)}
 
 
 def tool_key(run_id: str, tool_use_id: str) -> Item:
@@ -185,30 +196,55 @@ def decode_stored_message(
 # -- runs
 
 
+def system_apart(settings: RunSettings) -> bool:
+    """Whether the run's system prompt is stored in its settings item (see
+    :data:`INLINE_SYSTEM_BYTES`)."""
+    return settings.system is not None and len(settings.system.encode()) > INLINE_SYSTEM_BYTES
+
+
 def settings_json(settings: RunSettings) -> str:
-    return json.dumps(
-        {
-            "model": settings.model,
-            "system": settings.system,
-            "max_tokens": settings.max_tokens,
-            "temperature": settings.temperature,
-            "tools": list(settings.tools),
-            "max_turns": settings.max_turns,
-        },
-        separators=(",", ":"),
-    )
+    apart = system_apart(settings)
+    data: dict[str, Any] = {
+        "model": settings.model,
+        "system": None if apart else settings.system,
+        "max_tokens": settings.max_tokens,
+        "temperature": settings.temperature,
+        "tools": list(settings.tools),
+        "max_turns": settings.max_turns,
+    }
+    if apart:
+        data["system_apart"] = True
+    return json.dumps(data, separators=(",", ":"))
 
 
-def decode_settings(raw: str) -> RunSettings:
+def decode_settings(raw: str, *, system: str | None = None) -> RunSettings:
+    """``system``: the prompt read from the settings item, for settings that keep it apart."""
     data = json.loads(raw)
     return RunSettings(
         model=data["model"],
-        system=data.get("system"),
+        system=system if data.get("system_apart") else data.get("system"),
         max_tokens=int(data.get("max_tokens", 4096)),
         temperature=data.get("temperature"),
         tools=tuple(data.get("tools", ())),
         max_turns=int(data.get("max_turns", 25)),
     )
+
+
+def settings_item(run: RunState) -> Item:
+    """The run's immutable settings item: the system prompt kept out of the run item."""
+    item = settings_key(run.run_id)
+    item["system"] = s_attr(run.settings.system or "")
+    return item
+
+
+def decode_system(item: Mapping[str, Any]) -> str:
+    return _get_s(item, "system") or ""
+
+
+def run_system_apart(item: Mapping[str, Any]) -> bool:
+    """Whether a run item's system prompt is in the settings item (read it to decode)."""
+    raw = _get_s(item, "settings")
+    return raw is not None and bool(json.loads(raw).get("system_apart"))
 
 
 def run_item(run: RunState) -> Item:
@@ -260,7 +296,9 @@ def error_attr(error: ClassifiedError) -> dict[str, Any]:
     }
 
 
-def decode_run(item: Mapping[str, Any]) -> RunState:
+def decode_run(item: Mapping[str, Any], *, system: str | None = None) -> RunState:
+    """``system``: the settings item's prompt when :func:`run_system_apart` (without it such
+    a run decodes with no system prompt: fine for a listing, never for driving the run)."""
     error = None
     if "error" in item:
         err = item["error"]["M"]
@@ -273,7 +311,7 @@ def decode_run(item: Mapping[str, Any]) -> RunState:
         run_id=str(item["pk"]["S"]).removeprefix("RUN#"),
         thread_id=_get_s(item, "thread_id") or "",
         owner=_get_s(item, "owner") or "",
-        settings=decode_settings(_get_s(item, "settings") or '{"model": ""}'),
+        settings=decode_settings(_get_s(item, "settings") or '{"model": ""}', system=system),
         status=RunStatus(item["status"]["S"]),
         turn=_get_i(item, "turn"),
         message_count=_get_i(item, "message_count"),

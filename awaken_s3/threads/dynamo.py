@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -116,6 +118,45 @@ async def create_table(client: DynamoDBClient, table_name: str) -> None:
     await client.create_table(TableName=table_name, **expr.table_definition())
 
 
+class _SystemPrompts:
+    """System prompts kept apart from their run items, by (table, run id), shared by every
+    store of the process: a settings item is written once with its run and never changed, so
+    a prompt read once serves every later decode of that run's item (the worker's claim,
+    renewals and re-reads, the API's polls), bounded by the bytes held."""
+
+    def __init__(self, max_bytes: int = 4 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._held = 0
+        self._prompts: OrderedDict[tuple[str, str], str] = OrderedDict()
+        # Stores on several threads' loops may share it (tests, local servers).
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> str | None:
+        with self._lock:
+            prompt = self._prompts.get(key)
+            if prompt is not None:
+                self._prompts.move_to_end(key)
+            return prompt
+
+    def put(self, key: tuple[str, str], prompt: str) -> None:
+        with self._lock:
+            if key in self._prompts or len(prompt) > self.max_bytes:
+                return
+            self._prompts[key] = prompt
+            self._held += len(prompt)
+            while self._held > self.max_bytes:
+                _, dropped = self._prompts.popitem(last=False)
+                self._held -= len(dropped)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._prompts.clear()
+            self._held = 0
+
+
+_SYSTEM_PROMPTS = _SystemPrompts()
+
+
 class _RunEnded(ThreadStoreError):
     def __init__(self, run: RunState) -> None:
         super().__init__(f"run {run.run_id} is {run.status.value}")
@@ -194,7 +235,7 @@ class DynamoThreadStore:
         return thread
 
     async def load_messages(self, thread_id: str) -> list[Message]:
-        await self.get_thread(thread_id)
+        validate_thread_id(thread_id)
         messages: list[Message] = []
         kwargs = expr.messages_query(self._table, thread_id)
         while True:
@@ -337,6 +378,8 @@ class DynamoThreadStore:
                     f"thread {thread_id} changed while creating run {run_id}"
                 ) from exc
             raise cancelled_error(codes, action=action, table=self._table) from exc
+        if codec.system_apart(settings) and settings.system is not None:
+            _SYSTEM_PROMPTS.put((self._table, run_id), settings.system)
         return run
 
     async def get_run(self, run_id: str) -> RunState:
@@ -344,7 +387,23 @@ class DynamoThreadStore:
         item = await self._get_item(f"get_run {run_id}", codec.run_key(run_id))
         if item is None:
             raise RunNotFound(f"run {run_id} not found")
-        return codec.decode_run(item)
+        return await self._decode_run(item)
+
+    async def _decode_run(self, item: Mapping[str, Any]) -> RunState:
+        """A run item as a run, with the system prompt its settings item keeps apart (read
+        once per process and run: it never changes)."""
+        if not codec.run_system_apart(item):
+            return codec.decode_run(item)
+        run_id = str(item["pk"]["S"]).removeprefix("RUN#")
+        key = (self._table, run_id)
+        system = _SYSTEM_PROMPTS.get(key)
+        if system is None:
+            stored = await self._get_item(f"get_run_settings {run_id}", codec.settings_key(run_id))
+            if stored is None:
+                raise ThreadStoreError(f"run {run_id}: its settings item is missing")
+            system = codec.decode_system(stored)
+            _SYSTEM_PROMPTS.put(key, system)
+        return codec.decode_run(item, system=system)
 
     async def claim_run(self, run_id: str, *, worker: str, lease_seconds: float) -> RunState:
         validate_run_id(run_id)
@@ -367,12 +426,12 @@ class DynamoThreadStore:
             old: Any = exc.response.get("Item")
             if not old:
                 raise RunNotFound(f"run {run_id} not found") from exc
-            current = codec.decode_run(old)
+            current = await self._decode_run(old)
             raise LeaseUnavailable(
                 f"run {run_id} is {current.status.value}, leased by {current.lease.owner!r} "
                 f"until {current.lease.lease_until:.3f}"
             ) from exc
-        return codec.decode_run(response["Attributes"])
+        return await self._decode_run(response["Attributes"])
 
     async def _update_leased(
         self,
@@ -396,7 +455,7 @@ class DynamoThreadStore:
             old: Any = exc.response.get("Item")
             if not old:
                 raise RunNotFound(f"run {run_id} not found") from exc
-            current = codec.decode_run(old)
+            current = await self._decode_run(old)
             if rules.holds_lease(current, worker, epoch):
                 raise _RunEnded(current) from exc
             if applied is not None and applied(current):
@@ -405,7 +464,7 @@ class DynamoThreadStore:
                 f"run {run_id} is leased by {current.lease.owner!r} at epoch "
                 f"{current.lease.epoch}, not {worker!r} at {epoch}"
             ) from exc
-        return codec.decode_run(response["Attributes"])
+        return await self._decode_run(response["Attributes"])
 
     async def renew_lease(
         self, run_id: str, *, worker: str, epoch: int, lease_seconds: float
@@ -506,8 +565,8 @@ class DynamoThreadStore:
             old: Any = exc.response.get("Item")
             if not old:
                 raise RunNotFound(f"run {run_id} not found") from exc
-            return codec.decode_run(old)
-        return codec.decode_run(response["Attributes"])
+            return await self._decode_run(old)
+        return await self._decode_run(response["Attributes"])
 
     # -- the turn commit
 
@@ -569,7 +628,13 @@ class DynamoThreadStore:
         diagnosis = diagnose_commit(
             commit,
             messages=message_reasons,
-            run=ItemReason(codes[n], codec.decode_run(run_item) if run_item else None),
+            # The same run as the commit's base: its settings are the base's.
+            run=ItemReason(
+                codes[n],
+                codec.decode_run(run_item, system=commit.base.settings.system)
+                if run_item
+                else None,
+            ),
             thread=ItemReason(codes[n + 1]),
         )
         return diagnosis.verdict, diagnosis.detail
@@ -703,7 +768,7 @@ class DynamoThreadStore:
             )
         except ClientError as exc:
             raise RunChanged(f"run {run.run_id} changed since the sweeper read it") from exc
-        return codec.decode_run(response["Attributes"])
+        return await self._decode_run(response["Attributes"])
 
     # -- plumbing
 

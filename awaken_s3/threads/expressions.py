@@ -434,14 +434,15 @@ def create_run_transaction(
     old_count: int,
     previous_active: str | None,
 ) -> list[Item]:
-    """``TransactItems`` of ``create_run``: ``[run put, message puts..., thread update]``.
+    """``TransactItems`` of ``create_run``: ``[run put, message puts..., thread update]``,
+    then the put of the run's settings item when its system prompt is kept apart.
 
     The run id must be free (a taken one is told apart by the first cancellation reason);
     each message position must be free; the thread must still hold ``old_count`` messages,
     belong to the run's owner and name ``previous_active`` as its active run (the run the
     creator judged ended, or none), so two racing creates cannot both pass.
     """
-    return [
+    items = [
         {"Put": _put_new(table, codec.run_item(run))},
         *({"Put": _put_new(table, item)} for item in message_items),
         create_run_thread_update(
@@ -454,6 +455,9 @@ def create_run_transaction(
             previous_active=previous_active,
         ),
     ]
+    if codec.system_apart(run.settings):
+        items.append({"Put": _put_new(table, codec.settings_item(run))})
+    return items
 
 
 def commit_transaction(

@@ -86,8 +86,8 @@ class InMemoryThreadStore:
         return thread
 
     async def load_messages(self, thread_id: str) -> list[Message]:
-        await self.get_thread(thread_id)
-        stored = self._messages[thread_id]
+        validate_thread_id(thread_id)
+        stored = self._messages.get(thread_id, {})
         return [m.message for _, m in sorted(stored.items()) if m.message is not None]
 
     async def create_run(

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Final
 
+from awaken_s3 import settings
 from awaken_s3.messages import Message
 from awaken_s3.threads.models import (
     Lease,
@@ -27,9 +28,8 @@ from awaken_s3.threads.models import (
 #: lease renewals of many live runs never concentrate on one index partition
 SWEEP_SHARDS: Final = 8
 #: how long past the moment a run should next have been driven the sweeper waits before it
-#: re-sends the run: longer than a dead worker's record takes to come back by itself
-#: (the lease plus the visibility margin), so the queue, not the sweeper, resumes crashes
-DEFAULT_SWEEP_GRACE: Final = 120.0
+#: re-sends the run (defined with the settings, which must not load the run model to read it)
+DEFAULT_SWEEP_GRACE: Final = settings.DEFAULT_SWEEP_GRACE
 
 
 def sweep_shard(run_id: str) -> str:

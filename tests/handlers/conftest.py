@@ -22,7 +22,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from awaken_s3.local.moto import MotoServer
 from awaken_s3.service.scoping import scoped_id
-from awaken_s3.service.wiring import Services, open_services
+from awaken_s3.service.wiring import Services, open_services, warm_runtime
 from awaken_s3.settings import StorageSettings
 from awaken_s3.threads import create_table
 
@@ -132,6 +132,9 @@ def aws(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> Aws:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWAKEN_ALLOWED_MODELS", raising=False)
+    # The handlers keep their clients for the process: new ones per test, so that botocore
+    # hooks a test registers on the shared session reach them.
+    warm_runtime().reset()
     return Aws(url, bucket, table, queue["QueueUrl"], sqs)
 
 

@@ -15,7 +15,7 @@ import pytest
 from awaken_s3.demo.model import ANSWER, ContinuingModel
 from awaken_s3.runtime.tools import Tool, ToolRegistry
 from awaken_s3.service.queue import RunMessage, send_run_message
-from awaken_s3.service.wiring import Services, shared_session
+from awaken_s3.service.wiring import Services, shared_session, warm_runtime
 from awaken_s3.service.worker import LambdaHandler, make_handler
 from awaken_s3.streaming.events import StreamEvent
 from awaken_s3.streaming.provider import ModelRequest, Provider, ProviderCapabilities
@@ -261,6 +261,7 @@ def test_the_worker_keeps_its_record_hidden_in_step_with_the_lease(
 
     botocore_session = shared_session()._session
     botocore_session.register("before-parameter-build.sqs.ChangeMessageVisibility", record)
+    warm_runtime().reset()  # clients opened from now on carry the hook
     try:
         slow = ContinuingModel(chunk=20, delay=0.15)  # long enough for a renewal or two
         response, [message] = deliver(aws, make_handler(provider_factory=lambda: slow))
