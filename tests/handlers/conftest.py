@@ -1,6 +1,7 @@
-"""Fixtures for the handler tests: a moto server, fresh resources per test, Lambda events
-built from ``sam local generate-event`` output (events/), a fake Lambda context, and a fake
-event source mapping that feeds queue messages to the worker the way Lambda does."""
+"""Fixtures for the handler tests: fresh resources per test on the suite's moto server,
+Lambda events built from ``sam local generate-event`` output (events/), a fake Lambda
+context, and a fake event source mapping that feeds queue messages to the worker the way
+Lambda does."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import json
 import re
 import urllib.parse
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -37,12 +38,6 @@ T = TypeVar("T")
 def stored(public_id: str, sub: str = SUB) -> str:
     """The id the table, the queue and the bucket hold for a caller's thread or run id."""
     return scoped_id(sub, public_id)
-
-
-@pytest.fixture(scope="session")
-def moto_server() -> Iterator[MotoServer]:
-    with MotoServer.start() as server:
-        yield server
 
 
 @dataclass

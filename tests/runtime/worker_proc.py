@@ -28,8 +28,8 @@ from awaken_s3.streaming.coalescer import CheckpointPolicy
 from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.runner import TurnRunner
 from awaken_s3.threads import DynamoThreadStore
+from tests.fixtures.aws import aws_clients
 from tests.runtime.scripts import ADD_SCHEMA, Effects, TurnAwareProvider, tool_turns
-from tests.threads.backends import aws_clients
 
 FINAL = {RunEnd.COMPLETED, RunEnd.FAILED, RunEnd.CANCELLED, RunEnd.NOT_RUNNABLE}
 

@@ -18,9 +18,11 @@ from awaken_s3.threads import (
     codec,
     dynamodb_client_config,
 )
-from tests.threads.backends import AwsTarget, FakeClock, aws_clients, dynamo_store, fresh_target
+from tests.fixtures.aws import AwsTarget, aws_clients, dynamo_store, fresh_target
+from tests.fixtures.clock import FakeClock
+from tests.fixtures.runs import seed_run
 from tests.threads.faults import FaultInjector
-from tests.threads.helpers import assistant_turn, new_run
+from tests.threads.helpers import assistant_turn
 
 LEASE = 30.0
 BIG = "x" * 320_000
@@ -65,7 +67,7 @@ async def env_no_retries(moto_server: MotoServer) -> AsyncIterator[Env]:
 
 async def test_big_message_is_offloaded_to_s3_and_read_back(env: Env) -> None:
     store = env.store()
-    run = await new_run(store)
+    run = await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     run = (await store.commit_turn(assistant_turn(run, BIG))).run
     await store.commit_turn(assistant_turn(run, "small"))
@@ -84,7 +86,7 @@ async def test_big_message_is_offloaded_to_s3_and_read_back(env: Env) -> None:
 
 async def test_big_message_without_a_bucket_is_refused_before_any_write(env: Env) -> None:
     store = DynamoThreadStore(env.target.table, client=env.db, clock=env.clock)
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     with pytest.raises(MessageTooLarge):
         await store.commit_turn(assistant_turn(run, BIG))
@@ -94,7 +96,7 @@ async def test_big_message_without_a_bucket_is_refused_before_any_write(env: Env
 
 async def test_a_lost_commit_leaves_an_orphan_body_never_a_dangling_reference(env: Env) -> None:
     store = env.store()
-    await new_run(store)
+    await seed_run(store)
     zombie = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     env.clock.advance(LEASE + 1)
     await store.claim_run("r1", worker="w2", lease_seconds=LEASE)
@@ -108,7 +110,7 @@ async def test_a_lost_commit_leaves_an_orphan_body_never_a_dangling_reference(en
 @pytest.mark.parametrize("faults", [["throttle", "throttle"], ["500"], ["throttling", "500"]])
 async def test_throttling_and_5xx_are_retried_by_botocore(env: Env, faults: list[str]) -> None:
     store = env.store()
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     injector = FaultInjector(env.db, "TransactWriteItems", faults)
     result = await store.commit_turn(assistant_turn(run, "hello"))
@@ -118,7 +120,7 @@ async def test_throttling_and_5xx_are_retried_by_botocore(env: Env, faults: list
 
 async def test_a_commit_whose_response_was_lost_is_recognised_not_repeated(env: Env) -> None:
     store = env.store()
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     injector = FaultInjector(env.db, "TransactWriteItems", ["lost_response"])
     result = await store.commit_turn(assistant_turn(run, "hello"))
@@ -141,7 +143,7 @@ async def test_lost_response_after_botocore_gives_up_is_retried_by_the_store(
         slept.append(seconds)
 
     store = env.store(sleep=sleep)
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     injector = FaultInjector(env.db, "TransactWriteItems", ["lost_response", "conflict", "500"])
     result = await store.commit_turn(assistant_turn(run, "hello"))
@@ -159,7 +161,7 @@ async def test_transient_failures_beyond_the_budget_surface_as_errors(
         return None
 
     store = env.store(sleep=sleep, transient_retries=2)
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     FaultInjector(env.db, "TransactWriteItems", ["conflict"] * 3)
     with pytest.raises(ThreadStoreError, match="TransactionConflict"):

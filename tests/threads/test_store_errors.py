@@ -24,9 +24,11 @@ from awaken_s3.threads import (
     codec,
     dynamodb_client_config,
 )
-from tests.threads.backends import AwsTarget, FakeClock, aws_clients, dynamo_store, fresh_target
+from tests.fixtures.aws import AwsTarget, aws_clients, dynamo_store, fresh_target
+from tests.fixtures.clock import FakeClock
+from tests.fixtures.runs import OWNER, SETTINGS, seed_run
 from tests.threads.faults import FaultInjector
-from tests.threads.helpers import OWNER, SETTINGS, assistant_turn, new_run
+from tests.threads.helpers import assistant_turn
 
 LEASE = 30.0
 BIG = "x" * 320_000
@@ -149,7 +151,7 @@ async def test_each_failure_becomes_its_store_error(
     env: Env, api: str, fault: str, error: type[ThreadStoreError], says: str
 ) -> None:
     store = env.store()
-    await new_run(store)
+    await seed_run(store)
     await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     injector = FaultInjector(env.db, api, [fault])
     with pytest.raises(ThreadStoreError) as caught:
@@ -163,7 +165,7 @@ async def test_each_failure_becomes_its_store_error(
 async def test_throttling_outlives_botocores_retries_before_it_is_reported(aws_url: str) -> None:
     async for env in _env(aws_url, attempts=2):
         store = env.store()
-        await new_run(store)
+        await seed_run(store)
         injector = FaultInjector(env.db, "GetItem", ["throttle", "throttle"])
         with pytest.raises(StoreThrottled, match="after 1 retry; still throttled"):
             await store.get_run("r1")
@@ -187,7 +189,7 @@ async def test_a_commit_reports_the_failure_once_the_stores_own_retries_are_spen
         return None
 
     store = env.store(sleep=sleep, transient_retries=2)
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     injector = FaultInjector(env.db, "TransactWriteItems", faults)
     with pytest.raises(ThreadStoreError) as caught:
@@ -211,7 +213,7 @@ async def test_a_throttled_create_run_is_throttling_not_a_thread_that_moved_on(e
 
 async def test_a_throttled_tool_claim_is_throttling_not_a_lost_lease(env: Env) -> None:
     store = env.store()
-    await new_run(store)
+    await seed_run(store)
     await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     FaultInjector(env.db, "TransactWriteItems", ["cancel_throttled"])
     with pytest.raises(StoreThrottled):
@@ -227,7 +229,7 @@ async def test_an_offload_to_a_missing_bucket_names_it_and_writes_nothing(env: E
     store = DynamoThreadStore(
         env.target.table, client=env.db, s3_client=env.s3, bucket=bucket, clock=env.clock
     )
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     with pytest.raises(ThreadStoreError, match=f"s3://{bucket}/messages/t1/") as caught:
         await store.commit_turn(assistant_turn(run, BIG))
@@ -238,7 +240,7 @@ async def test_an_offload_to_a_missing_bucket_names_it_and_writes_nothing(env: E
 
 async def test_a_missing_offloaded_body_names_its_key(env: Env) -> None:
     store = env.store()
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     await store.commit_turn(assistant_turn(run, BIG))
     page = await env.db.get_item(TableName=env.target.table, Key=codec.message_key("t1", 1))
@@ -263,7 +265,7 @@ async def test_offload_failures_become_store_errors(
     env: Env, operation: str, fault: str, error: type[ThreadStoreError]
 ) -> None:
     store = env.store()
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     FaultInjector(env.s3, operation, [fault], service="s3")
     with pytest.raises(ThreadStoreError) as caught:
