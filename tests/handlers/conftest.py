@@ -9,7 +9,6 @@ import asyncio
 import base64
 import copy
 import json
-import re
 import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable
@@ -21,6 +20,7 @@ import boto3
 import pytest
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from awaken_s3.dev.apigw import route_for
 from awaken_s3.local.moto import MotoServer
 from awaken_s3.service.scoping import scoped_id
 from awaken_s3.service.wiring import Services, open_services
@@ -166,24 +166,14 @@ _HTTP_TEMPLATE = _template("http_api_v2.json")
 _SQS_TEMPLATE = _template("sqs_receive_message.json")
 
 
-#: the routes template.yaml declares, as API Gateway names them in routeKey
-ROUTES = [
-    ("POST", re.compile(r"^/threads$"), "/threads"),
-    ("GET", re.compile(r"^/threads/(?P<thread_id>[^/]+)$"), "/threads/{thread_id}"),
-    ("POST", re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs$"), "/threads/{thread_id}/runs"),
-    ("GET", re.compile(r"^/runs/(?P<run_id>[^/]+)$"), "/runs/{run_id}"),
-    ("GET", re.compile(r"^/runs/(?P<run_id>[^/]+)/partial$"), "/runs/{run_id}/partial"),
-    ("POST", re.compile(r"^/runs/(?P<run_id>[^/]+)/cancel$"), "/runs/{run_id}/cancel"),
-]
-
-
 def _route(method: str, path: str) -> tuple[str, dict[str, str] | None]:
-    for route_method, pattern, template in ROUTES:
-        match = pattern.match(path)
-        if match and route_method == method:
-            return f"{method} {template}", (match.groupdict() or None)
-    # API Gateway itself answers unknown routes; a $default route would pass them on.
-    return "$default", None
+    """The routeKey and path parameters API Gateway gives the function for a request."""
+    found = route_for(method, path)
+    if found is None:
+        # API Gateway itself answers unknown routes; a $default route would pass them on.
+        return "$default", None
+    route, parameters = found
+    return route.key, parameters or None
 
 
 def http_event(
