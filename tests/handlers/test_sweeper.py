@@ -20,6 +20,7 @@ from awaken_s3.threads import (
     RunStatus,
 )
 from handlers import sweeper as sweeper_handler
+from tests.fixtures import runs as fixtures
 from tests.fixtures.runs import seed_run
 from tests.handlers.conftest import Aws, FakeContext, emf_metrics, record_from_message, sqs_event
 
@@ -29,16 +30,8 @@ SCHEDULED = json.loads((Path(__file__).parent / "events" / "scheduled_event.json
 
 
 def run_state(**changes: Any) -> RunState:
-    base = RunState(
-        "r1",
-        "t1",
-        "alice",
-        RunSettings(model="m"),
-        status=RunStatus.QUEUED,
-        message_count=1,
-        sweep_at=NOW - 1,
-    )
-    return base.with_(**changes)
+    """A queued run with its message, due for the sweeper."""
+    return fixtures.run_state(**{"message_count": 1, "sweep_at": NOW - 1, **changes})
 
 
 G = 120.0

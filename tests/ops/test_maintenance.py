@@ -20,7 +20,8 @@ from awaken_s3.maintenance import (
 from awaken_s3.models import StreamCheckpoint, encode_checkpoint
 from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
 from awaken_s3.threads.memory import InMemoryThreadStore
-from awaken_s3.threads.models import RunSettings, RunState, RunStatus
+from awaken_s3.threads.models import RunState, RunStatus
+from tests.fixtures.runs import run_state
 from tests.ops.world import seed_ended_and_live
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -42,14 +43,7 @@ def checkpoint(
 
 
 def run(status: RunStatus = RunStatus.RUNNING, turn: int = 0) -> RunState:
-    return RunState(
-        run_id="run-1",
-        thread_id="thread-1",
-        owner="alice",
-        settings=RunSettings(model="m"),
-        status=status,
-        turn=turn,
-    )
+    return run_state(run_id="run-1", thread_id="thread-1", status=status, turn=turn)
 
 
 def test_a_checkpoint_of_the_run_s_current_turn_is_kept() -> None:
