@@ -1,4 +1,4 @@
-"""One contract, every backend: memory, DynamoDB on moto in-process, DynamoDB on a moto server."""
+"""One contract, every backend: memory, and DynamoDB on the suite's moto server."""
 
 from __future__ import annotations
 
