@@ -117,14 +117,75 @@ def bedrock_exception_in_stream(exception: str) -> Scripted:
 HTTP_DATE = "<in an hour>"
 
 
-def openai_throttled(headers: dict[str, str]) -> Scripted:
+def throttled(dialect: str, headers: dict[str, str]) -> Scripted:
+    """A 429 before the stream, as each API words it."""
+    headers = {k: in_an_hour() if v == HTTP_DATE else v for k, v in headers.items()}
+    if dialect == "anthropic":
+        return aw.error_response(429, "rate_limit_error", "Slow down", headers)
+    if dialect == "bedrock":
+        return bw.error_response(429, "ThrottlingException", "Too many requests", headers)
     return ow.error_response(
-        429,
-        "requests",
-        "Rate limit reached",
-        code="rate_limit_exceeded",
-        headers={k: in_an_hour() if v == HTTP_DATE else v for k, v in headers.items()},
+        429, "requests", "Rate limit reached", code="rate_limit_exceeded", headers=headers
     )
+
+
+#: (scenario, dialect, the answer before the stream, the typed error): none is retryable
+REFUSALS: list[tuple[str, str, Callable[[], Scripted], type[ProviderError]]] = [
+    (
+        "invalid-request",
+        "anthropic",
+        lambda: aw.error_response(400, "invalid_request_error", "max_tokens: must be positive"),
+        InvalidRequest,
+    ),
+    (
+        "invalid-request",
+        "bedrock",
+        lambda: bw.error_response(400, "ValidationException", "no"),
+        InvalidRequest,
+    ),
+    (
+        "invalid-request",
+        "openai",
+        lambda: ow.error_response(
+            400, "invalid_request_error", "Invalid 'messages'", code="invalid_value"
+        ),
+        InvalidRequest,
+    ),
+    (
+        "authentication",
+        "anthropic",
+        lambda: aw.error_response(401, "authentication_error", "invalid x-api-key"),
+        AuthenticationFailed,
+    ),
+    (
+        "authentication",
+        "bedrock",
+        lambda: bw.error_response(403, "AccessDeniedException", "no"),
+        AuthenticationFailed,
+    ),
+    (
+        "model-not-found",
+        "bedrock",
+        lambda: bw.error_response(404, "ResourceNotFoundException", "no"),
+        ModelNotFound,
+    ),
+    (
+        "model-not-found",
+        "openai",
+        lambda: ow.error_response(
+            404, "invalid_request_error", "The model does not exist", code="model_not_found"
+        ),
+        ModelNotFound,
+    ),
+    (
+        "context-overflow",
+        "openai",
+        lambda: ow.error_response(
+            400, "invalid_request_error", "too many tokens", code="context_length_exceeded"
+        ),
+        ContextOverflow,
+    ),
+]
 
 
 CASES = [
@@ -382,63 +443,25 @@ CASES = [
         retryable=True,
     ),
     # -- 429 before the stream: the wait the server asks for, capped at 60 s
-    Case(
-        "throttled",
-        "anthropic",
-        lambda: aw.error_response(429, "rate_limit_error", "Slow down", {"retry-after": "7"}),
-        error=Throttled,
-        retry_after=7.0,
-        status=429,
-        variant="seconds",
-    ),
-    Case(
-        "throttled",
-        "anthropic",
-        lambda: aw.error_response(
-            429, "rate_limit_error", "Slow down", {"retry-after": in_an_hour()}
-        ),
-        error=Throttled,
-        retry_after=60.0,
-        status=429,
-        variant="http-date",
-    ),
-    Case(
-        "throttled",
-        "bedrock",
-        lambda: bw.error_response(
-            429, "ThrottlingException", "Too many requests", {"Retry-After": "4"}
-        ),
-        error=Throttled,
-        retry_after=4.0,
-        status=429,
-        variant="seconds",
-    ),
-    Case(
-        "throttled",
-        "bedrock",
-        lambda: bw.error_response(
-            429, "ThrottlingException", "Too many requests", {"Retry-After": in_an_hour()}
-        ),
-        error=Throttled,
-        retry_after=60.0,
-        status=429,
-        variant="http-date",
-    ),
     *(
         Case(
             "throttled",
-            "openai",
-            functools.partial(openai_throttled, headers),
+            dialect,
+            functools.partial(throttled, dialect, headers),
             error=Throttled,
             retry_after=wait,
             status=429,
             variant=variant,
         )
-        for variant, headers, wait in [
-            ("seconds", {"retry-after": "3"}, 3.0),
-            ("milliseconds-first", {"retry-after-ms": "1500", "retry-after": "9"}, 1.5),
-            ("http-date", {"retry-after": HTTP_DATE}, 60.0),
-            ("no-hint", {}, None),
+        for dialect, variant, headers, wait in [
+            ("anthropic", "seconds", {"retry-after": "7"}, 7.0),
+            ("anthropic", "http-date", {"retry-after": HTTP_DATE}, 60.0),
+            ("bedrock", "seconds", {"Retry-After": "4"}, 4.0),
+            ("bedrock", "http-date", {"Retry-After": HTTP_DATE}, 60.0),
+            ("openai", "seconds", {"retry-after": "3"}, 3.0),
+            ("openai", "milliseconds-first", {"retry-after-ms": "1500", "retry-after": "9"}, 1.5),
+            ("openai", "http-date", {"retry-after": HTTP_DATE}, 60.0),
+            ("openai", "no-hint", {}, None),
         ]
     ),
     # -- 5xx before the stream: retryable, without a hint, and not retried by the SDK
@@ -467,67 +490,9 @@ CASES = [
         status=500,
     ),
     # -- refusals no retry can cure
-    Case(
-        "invalid-request",
-        "anthropic",
-        lambda: aw.error_response(400, "invalid_request_error", "max_tokens: must be positive"),
-        error=InvalidRequest,
-        retryable=False,
-    ),
-    Case(
-        "invalid-request",
-        "bedrock",
-        lambda: bw.error_response(400, "ValidationException", "no"),
-        error=InvalidRequest,
-        retryable=False,
-    ),
-    Case(
-        "invalid-request",
-        "openai",
-        lambda: ow.error_response(
-            400, "invalid_request_error", "Invalid 'messages'", code="invalid_value"
-        ),
-        error=InvalidRequest,
-        retryable=False,
-    ),
-    Case(
-        "authentication",
-        "anthropic",
-        lambda: aw.error_response(401, "authentication_error", "invalid x-api-key"),
-        error=AuthenticationFailed,
-        retryable=False,
-    ),
-    Case(
-        "authentication",
-        "bedrock",
-        lambda: bw.error_response(403, "AccessDeniedException", "no"),
-        error=AuthenticationFailed,
-        retryable=False,
-    ),
-    Case(
-        "model-not-found",
-        "bedrock",
-        lambda: bw.error_response(404, "ResourceNotFoundException", "no"),
-        error=ModelNotFound,
-        retryable=False,
-    ),
-    Case(
-        "model-not-found",
-        "openai",
-        lambda: ow.error_response(
-            404, "invalid_request_error", "The model does not exist", code="model_not_found"
-        ),
-        error=ModelNotFound,
-        retryable=False,
-    ),
-    Case(
-        "context-overflow",
-        "openai",
-        lambda: ow.error_response(
-            400, "invalid_request_error", "too many tokens", code="context_length_exceeded"
-        ),
-        error=ContextOverflow,
-        retryable=False,
+    *(
+        Case(scenario, dialect, response, error=error, retryable=False)
+        for scenario, dialect, response, error in REFUSALS
     ),
 ]
 
