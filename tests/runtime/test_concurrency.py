@@ -53,7 +53,7 @@ async def test_asyncio_workers_hand_over_at_deadlines(race_moto: str, tmp_path: 
     effects = tmp_path / "effects"
     # Short invocations (a turn is about 14 events): every worker keeps suspending and
     # re-claiming, like SQS redeliveries; the others find the run busy meanwhile.
-    workers = configs(target, effects, 4, invocation_events=5, event_delay=0.005)
+    workers = configs(target, effects, 4, invocation_events=8, event_delay=0.005)
     async with asyncio.timeout(HUNG):
         ends = await asyncio.gather(*(work(c) for c in workers))
     total = sum(ends, Counter())
@@ -94,7 +94,7 @@ async def test_asyncio_workers_with_expiring_leases_fence_the_zombies(
 def test_os_processes_race_one_run(race_moto: str, tmp_path: Path) -> None:
     target = asyncio.run(seeded_target(race_moto))
     effects = tmp_path / "effects"
-    # Invocations of 12 events (most of a turn) and leases of 0.4 s that are never renewed:
+    # Invocations of 20 events (a turn and a half) and leases of 0.4 s never renewed:
     # claims, hand-overs at the deadline, takeovers of expired leases and fencing all happen
     # between processes. Which of them happen depends on the machine's speed; the invariants
     # do not. A takeover on a slow machine may leave an invocation that streamed nothing: the
@@ -106,7 +106,7 @@ def test_os_processes_race_one_run(race_moto: str, tmp_path: Path) -> None:
         lease_seconds=0.4,
         renew_every=0,
         event_delay=0.01,
-        invocation_events=12,
+        invocation_events=20,
         max_idle_suspensions=1_000_000,
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
