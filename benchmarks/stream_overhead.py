@@ -9,8 +9,8 @@ its consumer is busy) goes through :class:`TurnRunner` with
 
 * ``none``: checkpointing off (the reference wall time);
 * ``coalesced``: the runner's coalescing writer (default policy);
-* ``inline``: the reference implementation's pattern, an awaited put every 4
-  deltas, plugged in through ``TurnRunner(writer_factory=...)``.
+* ``inline``: the simple alternative, an awaited put every 4 deltas, plugged in
+  through ``TurnRunner(writer_factory=...)``.
 
 Per-request latency: an aiobotocore ``before-send`` hook on the benchmark's S3
 client awaits ``asyncio.sleep(--latency)`` before each request is sent. It models

@@ -1,13 +1,45 @@
-"""Suite-wide settings. Fixtures of one area live in that area's conftest."""
+"""Suite-wide settings and fixtures. An area's conftest adds only what that area needs.
+
+Servers are session-scoped: under pytest-xdist each worker process starts its own on first
+use and stops it at the end (a server process by its PID). Tests sharing a server isolate
+themselves with fresh buckets, tables and queues (``tests.fixtures.aws.fresh_target``).
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
-# Never let a test reach real AWS with a developer's credentials.
+import pytest
+
+from awaken_s3.local.moto import MotoServer
+from tests.fixtures.aws import threaded_moto
+from tests.fixtures.clock import FakeClock
+
+# Never let a test reach real AWS with a developer's credentials. Set at import, before any
+# test module is collected: every session and client is built later (tests.fixtures.aws).
 for _name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
     os.environ.pop(_name, None)
 os.environ["AWS_ACCESS_KEY_ID"] = "testing"
 os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
 os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
 os.environ.pop("AWS_ENDPOINT_URL", None)
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[MotoServer]:
+    """moto in a process of its own: what worker processes, handlers and CLIs talk to."""
+    with MotoServer.start() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def moto_inprocess_url() -> Iterator[str]:
+    """moto in a thread of the test process (a second, independent server)."""
+    with threaded_moto() as server:
+        yield server.endpoint_url
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()

@@ -87,9 +87,14 @@ def worker_id(context: LambdaContext) -> str:
     return f"{stream}/{request}/{uuid.uuid4().hex[:12]}"[-256:]
 
 
+#: The clock the deadline, the runner and the run loop share. One name, so a test can move
+#: all three together and a deadline cut falls where its script puts it on any machine.
+monotonic: Callable[[], float] = time.monotonic
+
+
 def deadline_for(context: LambdaContext, margin: float) -> float:
-    """A ``time.monotonic()`` instant, ``margin`` seconds before Lambda stops the function."""
-    return time.monotonic() + context.get_remaining_time_in_millis() / 1000 - margin
+    """A :data:`monotonic` instant, ``margin`` seconds before Lambda stops the function."""
+    return monotonic() + context.get_remaining_time_in_millis() / 1000 - margin
 
 
 def is_fifo_event(event: dict[str, Any], queue_url: str) -> bool:
@@ -185,6 +190,7 @@ class Invocation:
                 self.services.checkpoints,
                 writer_id=writer,
                 retry_policy=RetryPolicy(max_interruptions=self.settings.max_interruptions),
+                clock=monotonic,
             )
         )
         loop = RunLoop(
@@ -195,6 +201,7 @@ class Invocation:
             worker_id=writer,
             lease_seconds=self.settings.lease_seconds,
             max_idle_suspensions=self.settings.max_idle_suspensions,
+            monotonic=monotonic,
         )
 
         async def keep_hidden() -> None:

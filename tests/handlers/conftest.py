@@ -1,6 +1,7 @@
-"""Fixtures for the handler tests: a moto server, fresh resources per test, Lambda events
-built from ``sam local generate-event`` output (events/), a fake Lambda context, and a fake
-event source mapping that feeds queue messages to the worker the way Lambda does."""
+"""Fixtures for the handler tests: fresh resources per test on the suite's moto server,
+Lambda events built from ``sam local generate-event`` output (events/), a fake Lambda
+context, and a fake event source mapping that feeds queue messages to the worker the way
+Lambda does."""
 
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ import asyncio
 import base64
 import copy
 import json
-import re
 import urllib.parse
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -20,6 +20,7 @@ import boto3
 import pytest
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from awaken_s3.dev.apigw import route_for
 from awaken_s3.local.moto import MotoServer
 from awaken_s3.service.scoping import scoped_id
 from awaken_s3.service.wiring import Services, open_services, warm_runtime
@@ -37,12 +38,6 @@ T = TypeVar("T")
 def stored(public_id: str, sub: str = SUB) -> str:
     """The id the table, the queue and the bucket hold for a caller's thread or run id."""
     return scoped_id(sub, public_id)
-
-
-@pytest.fixture(scope="session")
-def moto_server() -> Iterator[MotoServer]:
-    with MotoServer.start() as server:
-        yield server
 
 
 @dataclass
@@ -174,24 +169,14 @@ _HTTP_TEMPLATE = _template("http_api_v2.json")
 _SQS_TEMPLATE = _template("sqs_receive_message.json")
 
 
-#: the routes template.yaml declares, as API Gateway names them in routeKey
-ROUTES = [
-    ("POST", re.compile(r"^/threads$"), "/threads"),
-    ("GET", re.compile(r"^/threads/(?P<thread_id>[^/]+)$"), "/threads/{thread_id}"),
-    ("POST", re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs$"), "/threads/{thread_id}/runs"),
-    ("GET", re.compile(r"^/runs/(?P<run_id>[^/]+)$"), "/runs/{run_id}"),
-    ("GET", re.compile(r"^/runs/(?P<run_id>[^/]+)/partial$"), "/runs/{run_id}/partial"),
-    ("POST", re.compile(r"^/runs/(?P<run_id>[^/]+)/cancel$"), "/runs/{run_id}/cancel"),
-]
-
-
 def _route(method: str, path: str) -> tuple[str, dict[str, str] | None]:
-    for route_method, pattern, template in ROUTES:
-        match = pattern.match(path)
-        if match and route_method == method:
-            return f"{method} {template}", (match.groupdict() or None)
-    # API Gateway itself answers unknown routes; a $default route would pass them on.
-    return "$default", None
+    """The routeKey and path parameters API Gateway gives the function for a request."""
+    found = route_for(method, path)
+    if found is None:
+        # API Gateway itself answers unknown routes; a $default route would pass them on.
+        return "$default", None
+    route, parameters = found
+    return route.key, parameters or None
 
 
 def http_event(

@@ -15,19 +15,12 @@ from awaken_s3.service.partial import (
     text_offset,
     view_etag,
 )
-from awaken_s3.threads.models import RunSettings, RunState, RunStatus
+from awaken_s3.threads.models import RunState, RunStatus
+from tests.fixtures import runs as fixtures
 
 
 def run_state(status: RunStatus = RunStatus.RUNNING, turn: int = 0, count: int = 1) -> RunState:
-    return RunState(
-        run_id="r1",
-        thread_id="t1",
-        owner="o",
-        settings=RunSettings(model="m"),
-        status=status,
-        turn=turn,
-        message_count=count,
-    )
+    return fixtures.run_state(status=status, turn=turn, message_count=count)
 
 
 def stored(

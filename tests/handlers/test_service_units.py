@@ -31,7 +31,8 @@ from awaken_s3.service.queue import (
 )
 from awaken_s3.service.worker import deadline_for, is_fifo_event, worker_id
 from awaken_s3.settings import SettingsError
-from awaken_s3.threads import Lease, RunSettings, RunState, RunStatus
+from awaken_s3.threads import Lease, RunState, RunStatus
+from tests.fixtures.runs import run_state
 from tests.handlers.conftest import FakeContext, sqs_record
 
 FIFO = "https://sqs.us-east-1.amazonaws.com/123456789012/awaken-runs.fifo"
@@ -92,9 +93,7 @@ LEASE = 60.0
 
 
 def state(status: RunStatus, owner: str | None = None, until: float = 0.0) -> RunState:
-    return RunState(
-        "r1", "t1", "alice", RunSettings(model="m"), status=status, lease=Lease(owner, 4, until)
-    )
+    return run_state(status=status, lease=Lease(owner, 4, until))
 
 
 def decide(end: RunEnd, run: RunState | None, *, left: bool = False) -> tuple[Action, int]:

@@ -18,11 +18,11 @@ from awaken_s3.threads import (
     RunSettings,
     RunState,
     RunStatus,
-    ThreadStore,
 )
 from handlers import sweeper as sweeper_handler
+from tests.fixtures import runs as fixtures
+from tests.fixtures.runs import seed_run
 from tests.handlers.conftest import Aws, FakeContext, emf_metrics, record_from_message, sqs_event
-from tests.threads.helpers import new_run
 
 NOW = 1_000_000.0
 GRACE = 120.0
@@ -30,16 +30,8 @@ SCHEDULED = json.loads((Path(__file__).parent / "events" / "scheduled_event.json
 
 
 def run_state(**changes: Any) -> RunState:
-    base = RunState(
-        "r1",
-        "t1",
-        "alice",
-        RunSettings(model="m"),
-        status=RunStatus.QUEUED,
-        message_count=1,
-        sweep_at=NOW - 1,
-    )
-    return base.with_(**changes)
+    """A queued run with its message, due for the sweeper."""
+    return fixtures.run_state(**{"message_count": 1, "sweep_at": NOW - 1, **changes})
 
 
 G = 120.0
@@ -89,11 +81,6 @@ def test_the_sweeper_s_verdict(run: RunState, verdict: object) -> None:
         assert got == verdict
 
 
-async def lost_start(store: ThreadStore) -> None:
-    """A run the API created but whose start message was never sent."""
-    await new_run(store, settings=RunSettings(model="m"))
-
-
 @pytest.mark.slow
 def test_a_run_whose_start_message_was_lost_is_rescued_and_completes(
     aws: Aws, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -102,7 +89,7 @@ def test_a_run_whose_start_message_was_lost_is_rescued_and_completes(
 
     async def create(services: Services) -> None:
         # As the API does, but the send that follows never happens (the API crashed).
-        await lost_start(services.threads)
+        await seed_run(services.threads, settings=RunSettings(model="m"))
 
     aws.run(create)
     assert aws.receive() == []

@@ -35,14 +35,6 @@ CONTRACT_ENV = {
     "POWERTOOLS_METRICS_NAMESPACE",
     "POWERTOOLS_LOG_LEVEL",
 }
-ROUTES = {
-    ("POST", "/threads"),
-    ("GET", "/threads/{thread_id}"),
-    ("POST", "/threads/{thread_id}/runs"),
-    ("GET", "/runs/{run_id}"),
-    ("GET", "/runs/{run_id}/partial"),
-    ("POST", "/runs/{run_id}/cancel"),
-}
 # Parameter sets covering every optional branch of the roles.
 VARIANTS: list[dict[str, str]] = [
     {},
@@ -395,7 +387,8 @@ def test_every_route_is_behind_the_jwt_authorizer(deployed: Deployed) -> None:
     assert jwt["IdentitySource"] == "$request.header.Authorization"
     assert jwt["JwtConfiguration"]["issuer"].startswith("https://")
     assert jwt["JwtConfiguration"]["audience"] == ["a", "b"]
-    routes = set()
+    # Which routes there are is the service's table (test_local_stack.py compares them).
+    routes = 0
     for fn in resources_of_type(resources, "AWS::Serverless::Function").values():
         for event in fn["Properties"].get("Events", {}).values():
             if event["Type"] != "HttpApi":
@@ -403,8 +396,8 @@ def test_every_route_is_behind_the_jwt_authorizer(deployed: Deployed) -> None:
             props = event["Properties"]
             assert props["ApiId"] == "<HttpApi>", "a route on SAM's implicit API has no authorizer"
             assert "Auth" not in props, "routes inherit the default JWT authorizer"
-            routes.add((props["Method"], props["Path"]))
-    assert routes == ROUTES
+            routes += 1
+    assert routes
     assert not resources_of_type(resources, "AWS::Serverless::Api")
 
 

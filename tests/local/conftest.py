@@ -1,5 +1,6 @@
-"""Fixtures for the local event source tests: a moto server, fresh queues, the test handlers'
-log, and condition waits (bounded only to fail a hung test, never to judge speed)."""
+"""Fixtures for the local event source tests: fresh queues on the suite's moto server, the
+test handlers' log, and condition waits (bounded only to fail a hung test, never to judge
+speed)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,12 +23,6 @@ from awaken_s3.local.moto import MotoServer
 HANDLER = "tests.local.handlers:lambda_handler"
 #: an upper bound that only a hung test reaches
 HUNG = 60.0
-
-
-@pytest.fixture(scope="session")
-def moto_server() -> Iterator[MotoServer]:
-    with MotoServer.start() as server:
-        yield server
 
 
 @dataclass

@@ -18,6 +18,7 @@ from awaken_s3.local.lambda_context import (
     new_log_stream_name,
 )
 from awaken_s3.local.sqs_events import QueueRecord
+from tests.fixtures.clock import FakeClock
 
 ENV = container_environment(
     function_name="worker",
@@ -30,9 +31,9 @@ ENV = container_environment(
 
 
 def test_the_context_reads_the_container_environment_and_counts_down_to_the_deadline() -> None:
-    now = [1000.0]
+    clock = FakeClock(1000.0)
     headers = InvocationHeaders("req-1", function_arn("eu-west-1", "123", "worker"), 1_003_000)
-    context = LocalLambdaContext.for_invocation(headers, ENV, clock=lambda: now[0])
+    context = LocalLambdaContext.for_invocation(headers, ENV, clock=clock)
     assert (context.function_name, context.function_version) == ("worker", "$LATEST")
     assert context.memory_limit_in_mb == "512"  # a string, as in Lambda's own runtime
     assert context.log_group_name == "/aws/lambda/worker"
@@ -40,9 +41,9 @@ def test_the_context_reads_the_container_environment_and_counts_down_to_the_dead
     assert context.invoked_function_arn == "arn:aws:lambda:eu-west-1:123:function:worker"
     assert context.aws_request_id == "req-1"
     assert context.get_remaining_time_in_millis() == 3000
-    now[0] = 1002.5
+    clock.advance(2.5)
     assert context.get_remaining_time_in_millis() == 500
-    now[0] = 1010.0
+    clock.advance(7.5)
     assert context.get_remaining_time_in_millis() == 0
     assert InvocationHeaders.from_wire(json.loads(json.dumps(headers.to_wire()))) == headers
 

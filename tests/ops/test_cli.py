@@ -4,37 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import aioboto3
 import pytest
 
 from awaken_s3.cli import main
 from awaken_s3.local.moto import MotoServer
-from awaken_s3.messages import Message, ThinkingBlock
+from awaken_s3.messages import ThinkingBlock
 from awaken_s3.models import PartialToolCall, StreamCheckpoint
 from awaken_s3.stores.s3 import S3StreamCheckpointStore
-from awaken_s3.threads.dynamo import DynamoThreadStore, create_table
-from awaken_s3.threads.models import RunSettings, RunStatus
-
-
-@pytest.fixture(scope="module")
-def moto() -> Iterator[MotoServer]:
-    with MotoServer.start() as server:
-        yield server
+from tests.fixtures.aws import AwsTarget, aws_clients, dynamo_store, fresh_target
+from tests.ops.world import seed_ended_and_live
 
 
 @pytest.fixture
-def aws(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
-    suffix = uuid.uuid4().hex[:10]
-    bucket, table = f"ckpt-{suffix}", f"threads-{suffix}"
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto.endpoint_url)
-    monkeypatch.setenv("AWAKEN_BUCKET", bucket)
-    monkeypatch.setenv("AWAKEN_TABLE", table)
-    asyncio.run(_seed(bucket, table, moto.endpoint_url))
-    return bucket, table
+def aws(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    target = asyncio.run(_seed(moto_server.endpoint_url))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server.endpoint_url)
+    monkeypatch.setenv("AWAKEN_BUCKET", target.bucket)
+    monkeypatch.setenv("AWAKEN_TABLE", target.table)
+    return target.bucket, target.table
 
 
 def _checkpoint(run_id: str, turn: int = 0) -> StreamCheckpoint:
@@ -56,37 +45,18 @@ def _checkpoint(run_id: str, turn: int = 0) -> StreamCheckpoint:
     )
 
 
-async def _seed(bucket: str, table: str, endpoint: str) -> None:
-    session = aioboto3.Session()
-    async with (
-        session.client("s3", endpoint_url=endpoint) as s3,
-        session.client("dynamodb", endpoint_url=endpoint) as db,
-    ):
-        await s3.create_bucket(Bucket=bucket)
-        await create_table(db, table)
-        threads = DynamoThreadStore(table, client=db, s3_client=s3, bucket=bucket)
-        await threads.create_thread("thread-1", owner="alice")
-        # One live run per thread: the finished one comes first.
-        await threads.create_run(
-            "done", thread_id="thread-1", owner="alice", settings=RunSettings(model="m")
-        )
-        claimed = await threads.claim_run("done", worker="w", lease_seconds=60)
-        await threads.finish_run(
-            "done", worker="w", epoch=claimed.lease.epoch, status=RunStatus.COMPLETED
-        )
-        await threads.create_run(
-            "live",
-            thread_id="thread-1",
-            owner="alice",
-            settings=RunSettings(model="m"),
-            messages=[Message.user("hi")],
-        )
+async def _seed(endpoint: str) -> AwsTarget:
+    async with aws_clients(endpoint) as (db, s3):
+        target = await fresh_target(db, s3, endpoint)
+        bucket = target.bucket
+        await seed_ended_and_live(dynamo_store(db, s3, target))
         store = S3StreamCheckpointStore(bucket, client=s3)
         for run_id in ("live", "done", "orphan"):
             await store.put(_checkpoint(run_id), expected_version=None)
         # Foreign objects under and beside the prefix are not checkpoints to list.
         await s3.put_object(Bucket=bucket, Key="checkpoints/README.txt", Body=b"x")
         await s3.put_object(Bucket=bucket, Key="messages/thread-1/0.json", Body=b"{}")
+        return target
 
 
 @pytest.mark.slow

@@ -17,11 +17,12 @@ from awaken_s3.maintenance import (
     stale_reason,
     survey,
 )
-from awaken_s3.messages import Message
 from awaken_s3.models import StreamCheckpoint, encode_checkpoint
 from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
 from awaken_s3.threads.memory import InMemoryThreadStore
-from awaken_s3.threads.models import RunSettings, RunState, RunStatus
+from awaken_s3.threads.models import RunState, RunStatus
+from tests.fixtures.runs import run_state
+from tests.ops.world import seed_ended_and_live
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -42,14 +43,7 @@ def checkpoint(
 
 
 def run(status: RunStatus = RunStatus.RUNNING, turn: int = 0) -> RunState:
-    return RunState(
-        run_id="run-1",
-        thread_id="thread-1",
-        owner="alice",
-        settings=RunSettings(model="m"),
-        status=status,
-        turn=turn,
-    )
+    return run_state(run_id="run-1", thread_id="thread-1", status=status, turn=turn)
 
 
 def test_a_checkpoint_of_the_run_s_current_turn_is_kept() -> None:
@@ -77,22 +71,7 @@ def test_age_retires_a_live_run_s_checkpoint_only_when_asked() -> None:
 
 async def _world() -> tuple[InMemoryStreamCheckpointStore, InMemoryThreadStore]:
     threads = InMemoryThreadStore()
-    await threads.create_thread("thread-1", owner="alice")
-    # One live run per thread: the finished one comes first.
-    await threads.create_run(
-        "done", thread_id="thread-1", owner="alice", settings=RunSettings(model="m")
-    )
-    claimed = await threads.claim_run("done", worker="w", lease_seconds=60)
-    await threads.finish_run(
-        "done", worker="w", epoch=claimed.lease.epoch, status=RunStatus.COMPLETED
-    )
-    await threads.create_run(
-        "live",
-        thread_id="thread-1",
-        owner="alice",
-        settings=RunSettings(model="m"),
-        messages=[Message.user("live")],
-    )
+    await seed_ended_and_live(threads)
     store = InMemoryStreamCheckpointStore()
     await store.put(checkpoint("live"), expected_version=None)
     await store.put(checkpoint("done"), expected_version=None)

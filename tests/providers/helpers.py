@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+
 from awaken_s3.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from awaken_s3.streaming.errors import ProviderError
 from awaken_s3.streaming.events import StreamEvent
-from awaken_s3.streaming.provider import ModelRequest, Provider, ToolSpec
+from awaken_s3.streaming.provider import ModelRequest, Provider, ProviderCapabilities, ToolSpec
+from tests.fixtures.clock import FakeClock
 
 WEATHER = ToolSpec(
     name="get_weather",
@@ -54,3 +57,33 @@ async def collect(
     except ProviderError as exc:
         return events, exc
     return events, None
+
+
+class DeadlineBefore:
+    """``inner``, with ``clock`` moved past any deadline just before the first event ``cut``
+    picks reaches the runner: the turn is cut right after that event, however long the wire
+    took to deliver it (give the runner the same ``clock``)."""
+
+    def __init__(
+        self, inner: Provider, clock: FakeClock, cut: Callable[[StreamEvent], bool]
+    ) -> None:
+        self.inner, self.clock, self.cut = inner, clock, cut
+        self.name = inner.name
+
+    def capabilities(self, model: str) -> ProviderCapabilities:
+        return self.inner.capabilities(model)
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        return self._events(request)
+
+    async def _events(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        events = aiter(self.inner.stream(request))
+        try:
+            async for event in events:
+                if self.cut(event):
+                    self.clock.advance(86_400)
+                yield event
+        finally:
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()

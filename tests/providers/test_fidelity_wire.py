@@ -142,21 +142,31 @@ A_SEARCH = [
 ]
 A_SEARCH_DONE = [*A_SEARCH, aw.block_stop(1)]
 A_RESULT_DONE = [aw.web_search_result_start(2, "srvtoolu_01"), aw.block_stop(2)]
-A_RESUME_THINKING = [
-    aw.message_start(),
-    *aw.thinking_block(0, ["Continue the forecast."]),
-    *a_text(1, " and sunny.", closed=True),
-    *aw.message_end(),
-]
+
+
+def a_answer(*first: Part, text: str) -> list[Part]:
+    """A whole Anthropic turn: ``first`` (block 0), then the text ``text`` in block 1."""
+    return [aw.message_start(), *first, *a_text(1, text, closed=True), *aw.message_end()]
+
+
+def b_answer(*first: Part, text: str) -> list[Part]:
+    """A whole Bedrock turn: ``first`` (block 0), then the text ``text`` in block 1."""
+    return [
+        bw.message_start(),
+        *first,
+        bw.text(1, text),
+        bw.block_stop(1),
+        bw.message_stop("end_turn"),
+        bw.metadata(10, 5),
+    ]
+
+
+# What process B gets: a fresh answer (after R4), or the rest of a resumed one.
+A_FRESH = a_answer(*aw.thinking_block(0, ["Paris."]), text="Mild.")
+A_RESUME_THINKING = a_answer(*aw.thinking_block(0, ["Continue the forecast."]), text=" and sunny.")
 A_RESUME_PLAIN = [aw.message_start(), *a_text(0, " and sunny.", closed=True), *aw.message_end()]
-B_RESUME = [
-    bw.message_start(),
-    *bw.reasoning_block(0, ["Continue the forecast."]),
-    bw.text(1, " and sunny."),
-    bw.block_stop(1),
-    bw.message_stop("end_turn"),
-    bw.metadata(10, 5),
-]
+B_FRESH = b_answer(*bw.reasoning_block(0, ["Paris."]), text="Mild.")
+B_RESUME = b_answer(*bw.reasoning_block(0, ["Continue the forecast."]), text=" and sunny.")
 
 CUTS = [
     Cut(
@@ -168,12 +178,7 @@ CUTS = [
         ],
         plan="R4",
         carried=[],
-        resume=[
-            aw.message_start(),
-            *aw.thinking_block(0, ["Paris."]),
-            *a_text(1, "Mild.", closed=True),
-            *aw.message_end(),
-        ],
+        resume=A_FRESH,
         committed=["thinking", "text"],
         text="Mild.",
     ),
@@ -183,12 +188,7 @@ CUTS = [
         [aw.message_start(), *aw.thinking_block(0, ["Paris in spring."])],
         plan="R4",
         carried=[],
-        resume=[
-            aw.message_start(),
-            *aw.thinking_block(0, ["Paris."]),
-            *a_text(1, "Mild.", closed=True),
-            *aw.message_end(),
-        ],
+        resume=A_FRESH,
         committed=["thinking", "text"],
         text="Mild.",
     ),
@@ -213,13 +213,9 @@ CUTS = [
         [aw.message_start(), aw.redacted_thinking_start(0, REDACTED_DATA)],
         plan="R4",
         carried=[],
-        resume=[
-            aw.message_start(),
-            aw.redacted_thinking_start(0, REDACTED_DATA),
-            aw.block_stop(0),
-            *a_text(1, "Mild.", closed=True),
-            *aw.message_end(),
-        ],
+        resume=a_answer(
+            aw.redacted_thinking_start(0, REDACTED_DATA), aw.block_stop(0), text="Mild."
+        ),
         committed=["redacted_thinking", "text"],
         text="Mild.",
     ),
@@ -288,14 +284,7 @@ CUTS = [
         [bw.message_start(), bw.reasoning_text(0, "Paris is "), bw.reasoning_text(0, "usually mi")],
         plan="R4",
         carried=[],
-        resume=[
-            bw.message_start(),
-            *bw.reasoning_block(0, ["Paris."]),
-            bw.text(1, "Mild."),
-            bw.block_stop(1),
-            bw.message_stop("end_turn"),
-            bw.metadata(10, 5),
-        ],
+        resume=B_FRESH,
         committed=["thinking", "text"],
         text="Mild.",
     ),
@@ -321,15 +310,7 @@ CUTS = [
         [bw.message_start(), bw.redacted_reasoning(0, REDACTED_BYTES)],
         plan="R4",
         carried=[],
-        resume=[
-            bw.message_start(),
-            bw.redacted_reasoning(0, REDACTED_BYTES),
-            bw.block_stop(0),
-            bw.text(1, "Mild."),
-            bw.block_stop(1),
-            bw.message_stop("end_turn"),
-            bw.metadata(10, 5),
-        ],
+        resume=b_answer(bw.redacted_reasoning(0, REDACTED_BYTES), bw.block_stop(0), text="Mild."),
         committed=["redacted_thinking", "text"],
         text="Mild.",
     ),
@@ -393,10 +374,6 @@ def block_type(block: dict[str, Any]) -> str:
     return str(block["type"])
 
 
-def stream_of(d: Dialect, parts: Sequence[Part]) -> Scripted:
-    return {"anthropic": aw.stream, "bedrock": bw.stream, "openai": ow.stream}[d.name](*parts)
-
-
 def sent_blocks(d: Dialect, message: dict[str, Any]) -> list[str]:
     """Block types of a message as the adapter sent it."""
     content = message["content"]
@@ -424,7 +401,7 @@ async def test_a_cut_inside_a_new_block_kind_resumes_in_a_new_process(
             anthropic_thinking_rules if d.name == "anthropic" else bedrock_thinking_rules
         )
     outcome, checkpoint = await first_process(
-        wire, d, tmp_path, stream_of(d, [*cut.parts, DROP]), extra=extra
+        wire, d, tmp_path, d.stream(cut.parts, [DROP]), extra=extra
     )
     assert isinstance(outcome, TurnFailed) and outcome.error.code == "retry_budget_exhausted"
     assert plan_recovery(checkpoint).kind == cut.plan
@@ -432,7 +409,7 @@ async def test_a_cut_inside_a_new_block_kind_resumes_in_a_new_process(
     # Unsigned reasoning never reaches the checkpoint.
     assert "usually mi" not in checkpoint.model_dump_json()
 
-    wire.push(stream_of(d, cut.resume))
+    wire.push(d.stream(cut.resume))
     result = await new_process(wire, d, tmp_path, extra=extra, prefill=cut.prefill)
     assert result["kind"] == "completed", result
     assert result["plan_kind"] == cut.plan

@@ -15,20 +15,21 @@ shapes of recovery are exercised:
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from awaken_s3.messages import Message
 from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
 from awaken_s3.streaming.continuation import CONTINUE_INSTRUCTION
+from awaken_s3.streaming.events import ToolCallDelta
 from awaken_s3.streaming.outcome import TurnCompleted, TurnFailed, TurnOutcome, TurnSuspended
 from awaken_s3.streaming.provider import ModelRequest, Provider
 from awaken_s3.streaming.recovery import plan_recovery
 from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.runner import TurnRunner
 from awaken_s3.streaming.turn_request import TurnRequest
-from tests.providers.helpers import WEATHER, collect
+from tests.fixtures.clock import FakeClock
+from tests.providers.helpers import WEATHER, DeadlineBefore
 from tests.providers.wire.dialects import API_KEY, DIALECTS, PREFILL_REJECTION, Dialect
 from tests.providers.wire.dialects import Message as Sent
 from tests.providers.wire.server import DROP, STALL, Part, WireServer
@@ -180,12 +181,11 @@ async def test_deadline_mid_tool_call_suspends_then_resumes_with_r3(
         d.stream(d.start(), d.text(["Let me check."]), d.tools(calls, first_block=1), [STALL])
     )
     provider = d.provider(wire)
-    # Warm up (imports, client set-up, connection) so the deadline below only
-    # has the scripted stream to wait for.
-    wire.script.insert(0, d.text_turn(["warm"]))
-    assert (await collect(provider, request(d)))[1] is None
-    # Process A reaches its (Lambda) deadline while the call is still streaming.
-    runner = TurnRunner(provider, store, writer_id="worker-1")
+    # Process A reaches its (Lambda) deadline while the call is still streaming: right after
+    # the call's first argument fragment.
+    clock = FakeClock()
+    cut = DeadlineBefore(provider, clock, lambda event: isinstance(event, ToolCallDelta))
+    runner = TurnRunner(cut, store, writer_id="worker-1", clock=clock)
     first = await runner.run_turn(
         TurnRequest(
             run_id=RUN,
@@ -193,7 +193,7 @@ async def test_deadline_mid_tool_call_suspends_then_resumes_with_r3(
             turn=0,
             epoch=1,
             request=request(d),
-            deadline=time.monotonic() + 1.0,
+            deadline=clock() + 60.0,
         )
     )
     assert isinstance(first, TurnSuspended)

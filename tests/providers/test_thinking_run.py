@@ -25,6 +25,8 @@ from awaken_s3.streaming.refusal import REFUSAL_NOTICE
 from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.runner import TurnRunner
 from awaken_s3.threads import InMemoryThreadStore, RunSettings, RunStatus
+from tests.fixtures.clock import FakeClock
+from tests.fixtures.runs import seed_run
 from tests.providers.helpers import WEATHER, collect
 from tests.providers.wire import anthropic_wire as aw
 from tests.providers.wire import bedrock_wire as bw
@@ -32,7 +34,6 @@ from tests.providers.wire import openai_wire as ow
 from tests.providers.wire.dialects import Dialect, by_name
 from tests.providers.wire.server import DROP, Part, Scripted, WireServer
 from tests.providers.wire.validation import anthropic_thinking_rules, bedrock_thinking_rules
-from tests.threads.backends import FakeClock
 
 pytestmark = pytest.mark.slow
 
@@ -70,14 +71,8 @@ class Harness:
         )
 
     async def run(self) -> tuple[Any, list[Message]]:
-        await self.threads.create_thread("t1", owner="alice")
-        await self.threads.create_run(
-            "r1",
-            thread_id="t1",
-            owner="alice",
-            settings=RunSettings(model=self.d.model, tools=(WEATHER.name,)),
-            messages=[Message.user(QUESTION)],
-        )
+        settings = RunSettings(model=self.d.model, tools=(WEATHER.name,))
+        await seed_run(self.threads, prompt=QUESTION, settings=settings)
         result = await self.loop.run("r1")
         return result, await self.threads.load_messages("t1")
 

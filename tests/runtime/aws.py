@@ -8,10 +8,10 @@ from typing import Any
 from awaken_s3.messages import Message, ToolResultBlock
 from awaken_s3.runtime.tools import OUTCOME_UNKNOWN
 from awaken_s3.stores.s3 import S3StreamCheckpointStore
-from awaken_s3.threads import DynamoThreadStore, RunState
-from tests.runtime.conftest import SETTINGS
+from awaken_s3.threads import RunState
+from tests.fixtures.aws import AwsTarget, aws_clients, dynamo_store, fresh_target
+from tests.fixtures.runs import seed_run
 from tests.runtime.scripts import expected_thread, tool_turns
-from tests.threads.backends import AwsTarget, aws_clients, fresh_target
 
 PROMPT = "add things up"
 
@@ -19,21 +19,13 @@ PROMPT = "add things up"
 async def seeded_target(endpoint: str, run_id: str = "r1") -> AwsTarget:
     async with aws_clients(endpoint) as (db, s3):
         target = await fresh_target(db, s3, endpoint)
-        store = DynamoThreadStore(target.table, client=db, s3_client=s3, bucket=target.bucket)
-        await store.create_thread("t1", owner="alice")
-        await store.create_run(
-            run_id,
-            thread_id="t1",
-            owner="alice",
-            settings=SETTINGS,
-            messages=[Message.user(PROMPT)],
-        )
+        await seed_run(dynamo_store(db, s3, target), run_id, prompt=PROMPT)
         return target
 
 
 async def final_state(target: AwsTarget, run_id: str = "r1") -> tuple[RunState, list[Message], Any]:
     async with aws_clients(target.endpoint_url) as (db, s3):
-        store = DynamoThreadStore(target.table, client=db, s3_client=s3, bucket=target.bucket)
+        store = dynamo_store(db, s3, target)
         checkpoint = await S3StreamCheckpointStore(target.bucket, client=s3).get(run_id)
         return await store.get_run(run_id), await store.load_messages("t1"), checkpoint
 

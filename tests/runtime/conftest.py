@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from awaken_s3.local.moto import MotoServer
 from awaken_s3.runtime.loop import RunLoop
 from awaken_s3.runtime.tools import ToolRegistry
 from awaken_s3.stores.base import StreamCheckpointStore
@@ -17,12 +16,12 @@ from awaken_s3.streaming.coalescer import CheckpointPolicy
 from awaken_s3.streaming.provider import Provider
 from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.runner import TurnRunner
-from awaken_s3.threads import InMemoryThreadStore, RunSettings
+from awaken_s3.threads import InMemoryThreadStore
 from awaken_s3.threads.base import ThreadStore
+from tests.fixtures.aws import aws_clients, dynamo_store, fresh_target
+from tests.fixtures.clock import FakeClock
 from tests.runtime.serial_moto import serial_moto
-from tests.threads.backends import FakeClock, aws_clients, dynamo_store, fresh_target
 
-SETTINGS = RunSettings(model="scripted-1", system="be brief", tools=("add",), max_turns=10)
 LEASE = 30.0
 #: checkpoint at every delta, so a crash anywhere leaves the partial behind
 EAGER = CheckpointPolicy(min_interval=0.0, min_bytes=1)
@@ -30,21 +29,10 @@ FAST_RETRY = RetryPolicy(base_delay=0.0, max_delay=0.0, max_interruptions=5)
 
 
 @pytest.fixture(scope="session")
-def moto_server() -> Iterator[MotoServer]:
-    with MotoServer.start() as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
 def race_moto() -> Iterator[str]:
     """moto applying one request at a time, for tests where workers race (see serial_moto)."""
     with serial_moto() as url:
         yield url
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @dataclass

@@ -2,6 +2,10 @@
 
 Invariants only (no timing assertions): each turn committed exactly once, each tool run
 exactly once (at most once when its outcome was reported unknown), the run completed.
+Nothing here depends on the machine's speed: an invocation's deadline comes after a number
+of streamed events, and in one process leases run out on a fake wall clock that the models
+move as they stream (between processes, leases run on real time: only their takeovers'
+timing varies, never the invariants).
 """
 
 from __future__ import annotations
@@ -17,12 +21,15 @@ from pathlib import Path
 import pytest
 
 from awaken_s3.threads import RunStatus
+from tests.fixtures.clock import FakeClock
 from tests.runtime.aws import check_thread, final_state, seeded_target
 from tests.runtime.scripts import Effects
 from tests.runtime.worker_proc import WorkerConfig, config_json, work
 
 ROOT = Path(__file__).resolve().parents[2]
 TURNS = 3
+#: seconds only a hung test reaches
+HUNG = 180
 
 
 def configs(target: object, effects: Path, n: int, **kw: object) -> list[WorkerConfig]:
@@ -44,18 +51,10 @@ def configs(target: object, effects: Path, n: int, **kw: object) -> list[WorkerC
 async def test_asyncio_workers_hand_over_at_deadlines(race_moto: str, tmp_path: Path) -> None:
     target = await seeded_target(race_moto)
     effects = tmp_path / "effects"
-    # Short invocations: every worker keeps suspending and re-claiming, like SQS redeliveries.
-    # On a loaded machine a 0.15 s invocation may end before it streams anything: the
-    # no-progress guard (which fails such a run) is not what this test is about.
-    workers = configs(
-        target,
-        effects,
-        4,
-        invocation_seconds=0.15,
-        event_delay=0.005,
-        max_idle_suspensions=1_000_000,
-    )
-    async with asyncio.timeout(120):
+    # Short invocations (a turn is about 14 events): every worker keeps suspending and
+    # re-claiming, like SQS redeliveries; the others find the run busy meanwhile.
+    workers = configs(target, effects, 4, invocation_events=8, event_delay=0.005)
+    async with asyncio.timeout(HUNG):
         ends = await asyncio.gather(*(work(c) for c in workers))
     total = sum(ends, Counter())
     print("invocation ends:", dict(total))
@@ -65,6 +64,7 @@ async def test_asyncio_workers_hand_over_at_deadlines(race_moto: str, tmp_path: 
     assert sum(counts.values()) == TURNS
     assert checkpoint is None
     assert total["completed"] == 1 and total["busy"] >= 1
+    assert total["suspended"] >= TURNS + 1  # every turn outlasts an invocation
 
 
 async def test_asyncio_workers_with_expiring_leases_fence_the_zombies(
@@ -72,11 +72,15 @@ async def test_asyncio_workers_with_expiring_leases_fence_the_zombies(
 ) -> None:
     target = await seeded_target(race_moto)
     effects = tmp_path / "effects"
-    # No renewal and a lease shorter than a turn: leases expire mid-turn, another worker
-    # takes over from the checkpoint, and the old holder must be fenced.
-    workers = configs(target, effects, 3, lease_seconds=0.25, renew_every=0, event_delay=0.01)
-    async with asyncio.timeout(120):
-        ends = await asyncio.gather(*(work(c) for c in workers))
+    # No renewal and a lease shorter than a turn (8 of its ~14 events): leases expire
+    # mid-turn, another worker takes over from the checkpoint, and the old holder must be
+    # fenced. The holder never suspends, so only a takeover stops it.
+    wall = FakeClock()
+    workers = configs(
+        target, effects, 3, lease_seconds=8.0, renew_every=0, wall_per_event=1.0, event_delay=0.01
+    )
+    async with asyncio.timeout(HUNG):
+        ends = await asyncio.gather(*(work(c, wall=wall) for c in workers))
     total = sum(ends, Counter())
     print("invocation ends:", dict(total))
     run, messages, checkpoint = await final_state(target)
@@ -90,8 +94,11 @@ async def test_asyncio_workers_with_expiring_leases_fence_the_zombies(
 def test_os_processes_race_one_run(race_moto: str, tmp_path: Path) -> None:
     target = asyncio.run(seeded_target(race_moto))
     effects = tmp_path / "effects"
-    # Short invocations and leases that expire mid-turn: claims, takeovers and fencing all
-    # happen between processes.
+    # Invocations of 20 events (a turn and a half) and leases of 0.4 s never renewed:
+    # claims, hand-overs at the deadline, takeovers of expired leases and fencing all happen
+    # between processes. Which of them happen depends on the machine's speed; the invariants
+    # do not. A takeover on a slow machine may leave an invocation that streamed nothing: the
+    # no-progress guard is not what this test is about.
     workers = configs(
         target,
         effects,
@@ -99,7 +106,8 @@ def test_os_processes_race_one_run(race_moto: str, tmp_path: Path) -> None:
         lease_seconds=0.4,
         renew_every=0,
         event_delay=0.01,
-        invocation_seconds=0.3,
+        invocation_events=20,
+        max_idle_suspensions=1_000_000,
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [
@@ -116,7 +124,7 @@ def test_os_processes_race_one_run(race_moto: str, tmp_path: Path) -> None:
     total: Counter[str] = Counter()
     try:
         for proc in procs:
-            out, err = proc.communicate(timeout=180)
+            out, err = proc.communicate(timeout=HUNG)
             assert proc.returncode == 0, err[-3000:]
             total.update(json.loads(out.strip().splitlines()[-1]))
     finally:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 import pytest
 
 from awaken_s3.messages import Message, ProviderBlock, TextBlock, ToolUseBlock
@@ -21,9 +18,11 @@ from awaken_s3.streaming.outcome import ClassifiedError, TurnCompleted, Usage
 from awaken_s3.streaming.refusal import REFUSAL_NOTICE
 from awaken_s3.streaming.scripted import ScriptedProvider, text_turn
 from awaken_s3.threads import RunStatus, ThreadStore
-from tests.runtime.conftest import SETTINGS, LoopFactory
+from tests.fixtures.runs import seed_run
+from tests.runtime.conftest import LoopFactory
 from tests.runtime.scripts import Effects, adding_registry
 
+PROMPT = "Tell me something I should not know."
 CALL = ToolUseBlock(id="c1", name="add", input={"a": 1, "b": 2})
 
 
@@ -49,21 +48,10 @@ def test_turn_ending(message: Message, stop_reason: str, ending: TurnEnding) -> 
     assert turn_ending(completed(message, stop_reason)) == ending
 
 
-async def start(threads: ThreadStore, **settings: Any) -> None:
-    await threads.create_thread("t1", owner="alice")
-    await threads.create_run(
-        "r1",
-        thread_id="t1",
-        owner="alice",
-        settings=dataclasses.replace(SETTINGS, **settings),
-        messages=[Message.user("Tell me something I should not know.")],
-    )
-
-
 async def test_a_refusal_fails_the_run_with_the_refusal_committed(
     threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     provider = ScriptedProvider(
         [[RefusalDelta("I can't "), RefusalDelta("help with that."), StopEvent("refusal")]]
     )
@@ -84,7 +72,7 @@ async def test_a_refusal_fails_the_run_with_the_refusal_committed(
 async def test_a_refusal_without_words_commits_a_notice_not_an_empty_message(
     threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     provider = ScriptedProvider([[StopEvent("refusal")]])
     result = await make_loop(provider, adding_registry(Effects())).run("r1")
     assert result.end == RunEnd.FAILED and result.error is not None
@@ -95,7 +83,7 @@ async def test_a_refusal_without_words_commits_a_notice_not_an_empty_message(
 async def test_pause_turn_resends_the_paused_turn_and_the_run_goes_on(
     threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     search = {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {}}
     provider = ScriptedProvider(
         [
@@ -121,7 +109,7 @@ async def test_pause_turn_resends_the_paused_turn_and_the_run_goes_on(
 async def test_run_usage_keeps_cache_reads_and_writes_apart(
     threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     provider = ScriptedProvider(
         [[TextDelta("Hi."), UsageEvent(12, 3, 400, 50), StopEvent("end_turn")]]
     )

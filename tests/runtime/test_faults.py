@@ -7,12 +7,14 @@ from collections import Counter
 import pytest
 
 from awaken_s3.local.moto import MotoServer
-from awaken_s3.messages import Message
 from awaken_s3.runtime.loop import RunEnd
 from awaken_s3.stores.s3 import S3StreamCheckpointStore
 from awaken_s3.streaming.outcome import Usage
 from awaken_s3.threads import RunStatus
-from tests.runtime.conftest import SETTINGS, build_loop
+from tests.fixtures.aws import aws_clients, dynamo_store, fresh_target
+from tests.fixtures.clock import FakeClock
+from tests.fixtures.runs import seed_run
+from tests.runtime.conftest import build_loop
 from tests.runtime.scripts import (
     Effects,
     TurnAwareProvider,
@@ -20,7 +22,6 @@ from tests.runtime.scripts import (
     expected_thread,
     tool_turns,
 )
-from tests.threads.backends import FakeClock, aws_clients, dynamo_store, fresh_target
 from tests.threads.faults import LostResponses
 
 PROMPT = "add things up"
@@ -36,10 +37,7 @@ async def test_lost_write_responses_never_duplicate_or_lose_anything(
         target = await fresh_target(db, s3, url)
         clock = FakeClock()
         threads = dynamo_store(db, s3, target, clock=clock)
-        await threads.create_thread("t1", owner="alice")
-        await threads.create_run(
-            "r1", thread_id="t1", owner="alice", settings=SETTINGS, messages=[Message.user(PROMPT)]
-        )
+        await seed_run(threads, prompt=PROMPT)
         chaos = LostResponses(db, every)
         effects = Effects()
         checkpoints = S3StreamCheckpointStore(target.bucket, client=s3)
@@ -72,10 +70,7 @@ async def test_lease_writes_whose_responses_were_lost_still_suspend_and_fail_cle
         target = await fresh_target(db, s3, url)
         clock = FakeClock()
         threads = dynamo_store(db, s3, target, clock=clock)
-        await threads.create_thread("t1", owner="alice")
-        await threads.create_run(
-            "r1", thread_id="t1", owner="alice", settings=SETTINGS, messages=[Message.user(PROMPT)]
-        )
+        await seed_run(threads, prompt=PROMPT)
         # Every claim, release and finish loses its first response (its retry gets through).
         chaos = LostResponses(db, 2, operations=("UpdateItem",))
         checkpoints = S3StreamCheckpointStore(target.bucket, client=s3)

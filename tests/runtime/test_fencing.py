@@ -15,7 +15,10 @@ from awaken_s3.runtime.loop import RunEnd
 from awaken_s3.stores.s3 import S3StreamCheckpointStore
 from awaken_s3.streaming.coalescer import CheckpointPolicy
 from awaken_s3.threads import DynamoThreadStore, LeaseUnavailable, RunStatus
-from tests.runtime.conftest import EAGER, SETTINGS, build_loop
+from tests.fixtures.aws import aws_clients, fresh_target
+from tests.fixtures.clock import FakeClock
+from tests.fixtures.runs import seed_run
+from tests.runtime.conftest import EAGER, build_loop
 from tests.runtime.scripts import (
     Effects,
     TurnAwareProvider,
@@ -23,7 +26,6 @@ from tests.runtime.scripts import (
     expected_thread,
     tool_turns,
 )
-from tests.threads.backends import FakeClock, aws_clients, fresh_target
 
 LEASE = 30.0
 PROMPT = "add things up"
@@ -45,10 +47,7 @@ async def env(race_moto: str) -> AsyncIterator[Env]:
         threads = DynamoThreadStore(
             target.table, client=db, s3_client=s3, bucket=target.bucket, clock=clock
         )
-        await threads.create_thread("t1", owner="alice")
-        await threads.create_run(
-            "r1", thread_id="t1", owner="alice", settings=SETTINGS, messages=[Message.user(PROMPT)]
-        )
+        await seed_run(threads, prompt=PROMPT)
         yield Env(threads, s3, target.bucket, clock)
 
 

@@ -23,10 +23,10 @@ from awaken_s3.local.moto import MotoServer
 from awaken_s3.messages import ToolResultBlock
 from awaken_s3.runtime.tools import OUTCOME_UNKNOWN
 from awaken_s3.threads import RunStatus
+from tests.fixtures.aws import AwsTarget
 from tests.runtime.aws import PROMPT, check_thread, final_state, seeded_target
 from tests.runtime.scripts import Effects, expected_thread, tool_turns
 from tests.runtime.worker_proc import WorkerConfig, config_json, work
-from tests.threads.backends import AwsTarget
 
 ROOT = Path(__file__).resolve().parents[2]
 TURNS = 2

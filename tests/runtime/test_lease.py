@@ -6,23 +6,16 @@ import asyncio
 
 import pytest
 
-from awaken_s3.messages import Message
 from awaken_s3.runtime.lease import LeaseKeeper
-from awaken_s3.threads import InMemoryThreadStore, LeaseUnavailable, RunSettings
-from tests.threads.backends import FakeClock
+from awaken_s3.threads import InMemoryThreadStore, LeaseUnavailable
+from tests.fixtures.clock import FakeClock
+from tests.fixtures.runs import seed_run
 
 
 async def test_keeper_renews_on_schedule_and_reports_a_lost_lease() -> None:
     clock = FakeClock()
     store = InMemoryThreadStore(clock=clock)
-    await store.create_thread("t1", owner="o")
-    await store.create_run(
-        "r1",
-        thread_id="t1",
-        owner="o",
-        settings=RunSettings(model="m"),
-        messages=[Message.user("x")],
-    )
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=30)
     ticks = asyncio.Queue[None]()
     waiting = asyncio.Queue[None]()  # the keeper is asleep (after its previous renewal)

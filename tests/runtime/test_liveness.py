@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from awaken_s3.errors import StreamCheckpointError
-from awaken_s3.messages import Message
 from awaken_s3.models import StoredCheckpoint, StreamCheckpoint
 from awaken_s3.runtime.loop import NO_PROGRESS, RunEnd
 from awaken_s3.runtime.tools import ToolRegistry
@@ -24,7 +23,9 @@ from awaken_s3.streaming.events import StreamEvent
 from awaken_s3.streaming.provider import ModelRequest, ProviderCapabilities
 from awaken_s3.streaming.scripted import Hook, ScriptedProvider, finish, text_deltas
 from awaken_s3.threads import RunStatus, ThreadStore
-from tests.runtime.conftest import LEASE, SETTINGS, Backend, LoopFactory
+from tests.fixtures.clock import FakeClock
+from tests.fixtures.runs import SETTINGS, seed_run
+from tests.runtime.conftest import LEASE, Backend, LoopFactory
 from tests.runtime.scripts import (
     Effects,
     TurnAwareProvider,
@@ -32,17 +33,9 @@ from tests.runtime.scripts import (
     expected_thread,
     tool_turns,
 )
-from tests.threads.backends import FakeClock
 
 PROMPT = "add things up"
 ANSWER = "The quick brown fox jumps over the lazy dog, twice over."
-
-
-async def start(threads: ThreadStore, run_id: str = "r1") -> None:
-    await threads.create_thread("t1", owner="alice")
-    await threads.create_run(
-        run_id, thread_id="t1", owner="alice", settings=SETTINGS, messages=[Message.user(PROMPT)]
-    )
 
 
 def answer_model(text: str = ANSWER) -> TurnAwareProvider:
@@ -78,7 +71,7 @@ async def test_a_checkpoint_from_an_epoch_the_run_never_had_does_not_strand_the_
 ) -> None:
     # What a point-in-time restore of the table leaves: the run record is back at an earlier
     # epoch while S3 still holds a checkpoint written under a later one.
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     await checkpoints.put(
         saved(partial_text="The quick brown fox ", epoch=42), expected_version=None
     )
@@ -93,7 +86,7 @@ async def test_a_live_checkpoint_deleted_under_its_writer_does_not_strand_the_ru
     threads: ThreadStore, checkpoints: StreamCheckpointStore, make_loop: LoopFactory
 ) -> None:
     # What `checkpoints clean --older-than` can do to a slow but live turn.
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     removed: list[asyncio.Future[None]] = []
 
     def delete_it() -> None:
@@ -144,7 +137,7 @@ async def test_two_failed_deletes_in_a_row_do_not_fence_the_next_turn(
     from tests.runtime.conftest import build_loop
 
     threads = backend.threads
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     flaky = FailingDeletes(backend.checkpoints, failures=2)
     effects = Effects()
     turns = tool_turns(1)
@@ -166,7 +159,7 @@ async def test_the_redelivery_of_an_ended_run_deletes_its_leftover_checkpoint(
     from tests.runtime.conftest import build_loop
 
     threads = backend.threads
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     flaky = FailingDeletes(backend.checkpoints, failures=1)
     first = build_loop(threads, flaky, answer_model(), no_tools(), worker="w1", clock=clock)
     result = await first.run("r1")
@@ -211,7 +204,7 @@ async def test_a_fenced_zombie_deletes_the_checkpoint_it_created_after_the_run_e
     from tests.runtime.conftest import build_loop
 
     threads, checkpoints = backend.threads, backend.checkpoints
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     zombie_model = GatedModel("a zombie's answer that must never stay anywhere")
     # The zombie never renews: its lease runs out while it waits on the gate.
     zombie = build_loop(
@@ -238,7 +231,7 @@ async def test_a_fenced_zombie_deletes_the_checkpoint_it_created_after_the_run_e
 async def test_a_run_that_keeps_handing_over_without_progress_fails_instead_of_looping(
     threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     attempts = []
     for attempt in range(10):
         loop = make_loop(answer_model(), no_tools(), worker=f"w{attempt}")
@@ -257,7 +250,7 @@ async def test_a_run_that_keeps_handing_over_without_progress_fails_instead_of_l
 async def test_progress_resets_the_hand_over_count(
     threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     for attempt in range(3):
         await make_loop(answer_model(), no_tools(), worker=f"idle{attempt}").run(
             "r1", deadline=time.monotonic() - 1
@@ -270,25 +263,18 @@ async def test_progress_resets_the_hand_over_count(
 async def test_a_claim_after_a_dead_holder_reports_how_long_the_run_waited(
     threads: ThreadStore, clock: FakeClock, make_loop: LoopFactory
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     await threads.claim_run("r1", worker="died", lease_seconds=LEASE)
     clock.advance(LEASE + 7)  # the holder's last renewal was at the claim
     result = await make_loop(answer_model(), no_tools()).run("r1")
     assert result.end == RunEnd.COMPLETED
     assert result.resume_delay == pytest.approx(LEASE + 7)
 
-    await start_again(threads)
+    # A second run, on a thread of its own (the scripted model counts turns per thread).
+    await seed_run(threads, "r2", thread_id="t2", prompt="again")
     fresh = await make_loop(answer_model(), no_tools(), worker="w3").run("r2")
     assert fresh.end == RunEnd.COMPLETED
     assert fresh.resume_delay is None  # nobody held it before
-
-
-async def start_again(threads: ThreadStore) -> None:
-    """A second run, on a thread of its own (the scripted model counts turns per thread)."""
-    await threads.create_thread("t2", owner="alice")
-    await threads.create_run(
-        "r2", thread_id="t2", owner="alice", settings=SETTINGS, messages=[Message.user("again")]
-    )
 
 
 class RecordingDeletes(FailingDeletes):
@@ -308,7 +294,7 @@ async def test_no_delete_is_ever_unconditional(backend: Backend, clock: FakeCloc
     from tests.runtime.conftest import build_loop
 
     threads = backend.threads
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     recording = RecordingDeletes(backend.checkpoints)
     lazy = CheckpointPolicy(min_interval=3600.0, min_bytes=10**9)
     loop = build_loop(
@@ -317,10 +303,7 @@ async def test_no_delete_is_ever_unconditional(backend: Backend, clock: FakeCloc
     assert (await loop.run("r1")).end == RunEnd.COMPLETED
     assert recording.versions == []
 
-    await threads.create_thread("t2", owner="alice")
-    await threads.create_run(
-        "r2", thread_id="t2", owner="alice", settings=SETTINGS, messages=[Message.user(PROMPT)]
-    )
+    await seed_run(threads, "r2", thread_id="t2", prompt=PROMPT)
     eager = build_loop(threads, recording, answer_model(), no_tools(), worker="w2", clock=clock)
     assert (await eager.run("r2")).end == RunEnd.COMPLETED
     assert recording.versions and None not in recording.versions
@@ -336,7 +319,7 @@ async def test_a_newer_build_s_checkpoint_is_deleted_once_the_run_has_ended(
     from tests.runtime.conftest import build_loop
 
     threads, checkpoints = backend.threads, backend.checkpoints
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     payload = json.loads(encode_checkpoint(saved(partial_text="written by v2", epoch=1)))
     payload["schema_version"] = 99
     body = json.dumps(payload).encode()
@@ -390,7 +373,7 @@ async def test_a_fence_nobody_can_confirm_leaves_no_run_state_to_trust(
     from awaken_s3.service.dispositions import RETRY_SOON, Action, disposition
     from tests.runtime.conftest import build_loop
 
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     flaky = FencedThenUnreadable(threads)
     loop = build_loop(flaky, checkpoints, answer_model(), no_tools(), worker="w1", clock=clock)
     result = await loop.run("r1")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import pytest
 
@@ -16,7 +15,9 @@ from awaken_s3.streaming.errors import ContextOverflow
 from awaken_s3.streaming.outcome import Usage
 from awaken_s3.streaming.scripted import Fail, ScriptedProvider, text_turn
 from awaken_s3.threads import RunStatus, ThreadStore
-from tests.runtime.conftest import LEASE, SETTINGS, LoopFactory
+from tests.fixtures.clock import FakeClock
+from tests.fixtures.runs import SETTINGS, seed_run
+from tests.runtime.conftest import LEASE, LoopFactory
 from tests.runtime.scripts import (
     ADD_SCHEMA,
     Effects,
@@ -26,26 +27,14 @@ from tests.runtime.scripts import (
     expected_thread,
     tool_turns,
 )
-from tests.threads.backends import FakeClock
 
 PROMPT = "add things up"
-
-
-async def start(threads: ThreadStore, run_id: str = "r1", **settings: Any) -> None:
-    await threads.create_thread("t1", owner="alice")
-    await threads.create_run(
-        run_id,
-        thread_id="t1",
-        owner="alice",
-        settings=dataclasses.replace(SETTINGS, **settings),
-        messages=[Message.user(PROMPT)],
-    )
 
 
 async def test_text_run_completes_and_leaves_no_checkpoint(
     threads: ThreadStore, checkpoints: StreamCheckpointStore, make_loop: LoopFactory
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     provider = ScriptedProvider([text_turn("Hello there, friend.")])
     result = await make_loop(provider, adding_registry(Effects())).run("r1")
     assert result.end == RunEnd.COMPLETED and not result.should_continue
@@ -73,7 +62,7 @@ async def test_text_run_completes_and_leaves_no_checkpoint(
 async def test_tool_turns_run_each_tool_once_and_feed_results_back(
     threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     effects = Effects()
     turns = tool_turns(3)
     provider = TurnAwareProvider(turns)
@@ -91,7 +80,7 @@ async def test_tool_turns_run_each_tool_once_and_feed_results_back(
 async def test_tool_failures_become_error_results(
     threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     ran: list[str] = []
 
     async def explode(a: int, b: int) -> str:
@@ -132,7 +121,7 @@ def _guarded_registry(effects: Effects, ran: list[str]) -> ToolRegistry:
 async def test_a_model_calling_a_tool_its_run_did_not_enable_is_refused(
     threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     ran: list[str] = []
     effects = Effects()
     turns = [
@@ -159,7 +148,7 @@ async def test_a_synthesised_turn_from_a_checkpoint_cannot_run_a_tool_the_run_di
 ) -> None:
     # A checkpoint (forged, or from a model that named the tool) holding a complete call to a
     # registered tool the run never enabled: R2 synthesises the turn without asking the model.
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     forged = StreamCheckpoint(
         run_id="r1",
         thread_id="t1",
@@ -190,7 +179,7 @@ async def test_stale_checkpoint_is_deleted_not_replayed(
     checkpoints: StreamCheckpointStore,
     make_loop: LoopFactory,
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     turns = tool_turns(1)
     # A worker committed turn 0 (and ran its tool) but died before deleting its checkpoint.
     run = await threads.claim_run("r1", worker="dead", lease_seconds=LEASE)
@@ -231,7 +220,7 @@ async def test_interrupted_turn_resumes_from_its_checkpoint(
     checkpoints: StreamCheckpointStore,
     make_loop: LoopFactory,
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     saved = StreamCheckpoint(
         run_id="r1", thread_id="t1", model="scripted-1", turn=0, partial_text="All done", epoch=0
     )
@@ -248,7 +237,7 @@ async def test_interrupted_turn_resumes_from_its_checkpoint(
 async def test_deadline_suspends_and_the_next_invocation_continues(
     threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     effects = Effects()
     turns = tool_turns(2)
     mono = FakeClock(1000.0)
@@ -277,7 +266,7 @@ async def test_deadline_suspends_and_the_next_invocation_continues(
 async def test_permanent_error_fails_the_run_with_its_classification(
     threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     provider = ScriptedProvider([[Fail(ContextOverflow("prompt is too long", status=400))]])
     result = await make_loop(provider, adding_registry(Effects())).run("r1")
     assert result.end == RunEnd.FAILED
@@ -290,7 +279,7 @@ async def test_permanent_error_fails_the_run_with_its_classification(
 
 
 async def test_step_limit_fails_the_run(threads: ThreadStore, make_loop: LoopFactory) -> None:
-    await start(threads, max_turns=2)
+    await seed_run(threads, prompt=PROMPT, settings=dataclasses.replace(SETTINGS, max_turns=2))
     effects = Effects()
     result = await make_loop(TurnAwareProvider(tool_turns(5)), adding_registry(effects)).run("r1")
     assert result.end == RunEnd.FAILED
@@ -304,7 +293,7 @@ async def test_step_limit_fails_the_run(threads: ThreadStore, make_loop: LoopFac
 async def test_cancel_during_a_turn_discards_it(
     threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     cancelled: list[RunStatus] = []
 
     async def pause(turn: int, index: int) -> None:
@@ -326,7 +315,7 @@ async def test_cancel_during_a_turn_discards_it(
 async def test_a_held_run_is_busy_and_an_ended_run_is_not_runnable(
     threads: ThreadStore, make_loop: LoopFactory, clock: FakeClock
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     await threads.claim_run("r1", worker="other", lease_seconds=LEASE)
     clock.advance(10)
     provider = TurnAwareProvider([TurnSpec("hi")])
@@ -343,7 +332,7 @@ async def test_a_held_run_is_busy_and_an_ended_run_is_not_runnable(
 async def test_a_run_asking_for_a_missing_tool_fails_clearly(
     threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     provider = TurnAwareProvider([TurnSpec("hi")])
     result = await make_loop(provider, ToolRegistry()).run("r1")
     assert result.end == RunEnd.FAILED
@@ -354,7 +343,7 @@ async def test_a_run_asking_for_a_missing_tool_fails_clearly(
 async def test_a_second_run_on_a_thread_sees_the_whole_history(
     threads: ThreadStore, make_loop: LoopFactory
 ) -> None:
-    await start(threads)
+    await seed_run(threads, prompt=PROMPT)
     first = TurnAwareProvider([TurnSpec("First answer.")])
     assert (await make_loop(first, adding_registry(Effects())).run("r1")).end == RunEnd.COMPLETED
     await threads.create_run(

@@ -18,7 +18,8 @@ from awaken_s3.streaming.runner import TurnRunner
 from awaken_s3.streaming.scripted import ScriptedProvider, finish, text_turn, tool_call
 from awaken_s3.threads import InMemoryThreadStore, RunStatus, TurnCommit
 from awaken_s3.threads.models import CommitResult
-from tests.runtime.conftest import FAST_RETRY, SETTINGS
+from tests.fixtures.runs import SETTINGS
+from tests.runtime.conftest import FAST_RETRY
 from tests.runtime.scripts import Effects, adding_registry
 
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from awaken_s3.messages import Message, ToolUseBlock
+from awaken_s3.messages import ToolUseBlock
 from awaken_s3.runtime.tools import (
     OUTCOME_UNKNOWN,
     REFUSED_LOG,
@@ -21,12 +21,12 @@ from awaken_s3.runtime.tools import (
 from awaken_s3.threads import (
     InMemoryThreadStore,
     LeaseLost,
-    RunSettings,
     ToolCallConflict,
     ToolCallStatus,
 )
+from tests.fixtures.clock import FakeClock
+from tests.fixtures.runs import seed_run
 from tests.runtime.scripts import ADD_SCHEMA
-from tests.threads.backends import FakeClock
 
 CALL = ToolUseBlock(id="c1", name="add", input={"a": 2, "b": 3})
 #: the tools the run under test enabled
@@ -110,14 +110,7 @@ def test_registry_refuses_bad_schemas_and_duplicates() -> None:
 async def leased() -> tuple[InMemoryThreadStore, FakeClock, int]:
     clock = FakeClock()
     store = InMemoryThreadStore(clock=clock)
-    await store.create_thread("t1", owner="o")
-    await store.create_run(
-        "r1",
-        thread_id="t1",
-        owner="o",
-        settings=RunSettings(model="m"),
-        messages=[Message.user("x")],
-    )
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=10)
     return store, clock, run.lease.epoch
 

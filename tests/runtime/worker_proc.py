@@ -18,6 +18,7 @@ import json
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -28,8 +29,9 @@ from awaken_s3.streaming.coalescer import CheckpointPolicy
 from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.runner import TurnRunner
 from awaken_s3.threads import DynamoThreadStore
+from tests.fixtures.aws import aws_clients
+from tests.fixtures.clock import FakeClock
 from tests.runtime.scripts import ADD_SCHEMA, Effects, TurnAwareProvider, tool_turns
-from tests.threads.backends import aws_clients
 
 FINAL = {RunEnd.COMPLETED, RunEnd.FAILED, RunEnd.CANCELLED, RunEnd.NOT_RUNNABLE}
 
@@ -46,8 +48,12 @@ class WorkerConfig:
     lease_seconds: float = 2.0
     #: None: renew every lease/3; 0: never (leases expire mid-turn, forcing takeovers)
     renew_every: float | None = None
-    #: seconds an invocation may work before suspending (None: no deadline)
-    invocation_seconds: float | None = None
+    #: model events an invocation may stream before its deadline (None: no deadline). Counted,
+    #: not timed: every invocation streams that much however loaded the machine is
+    invocation_events: int | None = None
+    #: with a shared fake wall clock (``work(wall=)``): seconds it moves per streamed event,
+    #: so that leases run out after so many events, not after so much real time
+    wall_per_event: float = 0.0
     event_delay: float = 0.0
     idempotent: bool = False
     mode: str = "normal"
@@ -92,16 +98,37 @@ def registry_for(config: WorkerConfig, effects: Effects) -> ToolRegistry:
     return ToolRegistry([Tool("add", "Add.", ADD_SCHEMA, add, idempotent=config.idempotent)])
 
 
-async def work(config: WorkerConfig) -> Counter[str]:
-    """Invoke the loop until the run ends; returns how each invocation ended."""
+#: a tick of an invocation's clock: long enough that the runner's watchdog, which waits real
+#: seconds for the next event, never takes a slow machine for the deadline
+TICK = 1000.0
+
+
+async def work(config: WorkerConfig, *, wall: FakeClock | None = None) -> Counter[str]:
+    """Invoke the loop until the run ends; returns how each invocation ended.
+
+    ``wall`` replaces the wall clock of leases (workers in one process share it); without it
+    leases run on real time, as between processes."""
     ends: Counter[str] = Counter()
     effects = Effects(config.effects_path)
+    # The invocation's deadline clock: one tick per event this worker's model streams.
+    ticks = FakeClock(0.0)
+
+    async def tick(turn: int, index: int) -> None:
+        ticks.advance(TICK)
+        if wall is not None:
+            wall.advance(config.wall_per_event)
+
+    clock: Callable[[], float] = wall if wall is not None else time.time
     async with aws_clients(config.endpoint) as (db, s3):
-        threads = DynamoThreadStore(config.table, client=db, s3_client=s3, bucket=config.bucket)
+        threads = DynamoThreadStore(
+            config.table, client=db, s3_client=s3, bucket=config.bucket, clock=clock
+        )
         checkpoints: Any = S3StreamCheckpointStore(config.bucket, client=s3)
         if config.mode == "hang_on_delete":
             checkpoints = _HangingDeletes(checkpoints, config.marker)
-        provider = TurnAwareProvider(tool_turns(config.tool_turns), delay=config.event_delay)
+        provider = TurnAwareProvider(
+            tool_turns(config.tool_turns), delay=config.event_delay, pause=tick
+        )
         runner = TurnRunner(
             provider,
             checkpoints,
@@ -110,6 +137,7 @@ async def work(config: WorkerConfig) -> Counter[str]:
                 base_delay=0.0, max_delay=0.0, max_interruptions=config.max_interruptions
             ),
             checkpoint_policy=CheckpointPolicy(min_interval=0.0, min_bytes=1),
+            clock=ticks,
         )
         loop = RunLoop(
             threads,
@@ -120,12 +148,14 @@ async def work(config: WorkerConfig) -> Counter[str]:
             lease_seconds=config.lease_seconds,
             renew_every=config.renew_every,
             max_idle_suspensions=config.max_idle_suspensions,
+            clock=clock,
+            monotonic=ticks,
         )
         for _ in range(config.max_invocations):
             deadline = (
                 None
-                if config.invocation_seconds is None
-                else time.monotonic() + config.invocation_seconds
+                if config.invocation_events is None
+                else ticks() + config.invocation_events * TICK
             )
             result = await loop.run(config.run_id, deadline=deadline)
             ends[result.end.value] += 1

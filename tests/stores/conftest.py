@@ -1,13 +1,12 @@
 """Store backends for the shared contract suite.
 
-Servers start once per session and are stopped by PID; each test gets a fresh
-store isolated by a fresh bucket (moto) or a fresh key prefix (SeaweedFS,
+SeaweedFS starts once per session and is stopped by PID (moto: ``tests/conftest.py``); each
+test gets a fresh store isolated by a fresh bucket (moto) or a fresh key prefix (SeaweedFS,
 whose bucket is pre-created at start-up).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -16,22 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aioboto3
 import pytest
-from aiobotocore.config import AioConfig
-from moto.server import ThreadedMotoServer
 
 from awaken_s3.local.moto import MotoServer
-from awaken_s3.local.ports import free_port, wait_for_port
 from awaken_s3.local.seaweedfs import SeaweedFS, find_weed
 from awaken_s3.models import StreamCheckpoint
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.stores.fs import FsStreamCheckpointStore, encode_file
 from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
 from awaken_s3.stores.s3 import S3StreamCheckpointStore
+from tests.fixtures.aws import fresh_name, s3_client
 from tests.stores.faults import FaultInjector, install
 
-REGION = "us-east-1"
 SEAWEEDFS_BUCKET = "awaken-contract"
 
 
@@ -47,31 +42,6 @@ def make_checkpoint(run_id: str = "run-1", **overrides: Any) -> StreamCheckpoint
     }
     fields.update(overrides)
     return StreamCheckpoint.model_validate(fields)
-
-
-@functools.cache
-def _session() -> aioboto3.Session:
-    # Sessions are not bound to an event loop; building one loads botocore's
-    # service models, so the whole suite shares one.
-    return aioboto3.Session()
-
-
-@asynccontextmanager
-async def s3_client(endpoint_url: str, *, total_attempts: int | None = None) -> AsyncIterator[Any]:
-    """An aiobotocore S3 client for a local endpoint (test-owned, closed on exit)."""
-    config = AioConfig(
-        retries={"total_max_attempts": total_attempts} if total_attempts is not None else None,
-        connect_timeout=5,
-        read_timeout=30,
-    )
-    async with _session().client(
-        "s3", endpoint_url=endpoint_url, region_name=REGION, config=config
-    ) as client:
-        yield client
-
-
-def fresh_name(kind: str) -> str:
-    return f"{kind}-{uuid.uuid4().hex[:16]}"
 
 
 @dataclass
@@ -90,27 +60,7 @@ class Backend:
         return isinstance(self.store, S3StreamCheckpointStore)
 
 
-# --- session-scoped servers -------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def moto_inprocess_url() -> Iterator[str]:
-    # moto's mock_aws does not intercept aiobotocore (its responses are not
-    # awaitable), so "in-process" means moto's ThreadedMotoServer in this process.
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        wait_for_port(port)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
-def moto_server_url() -> Iterator[str]:
-    with MotoServer.start() as server:
-        yield server.endpoint_url
+# --- session-scoped servers (moto: tests/conftest.py) ----------------------
 
 
 @pytest.fixture(scope="session")
@@ -170,7 +120,8 @@ async def open_backend(
         server: SeaweedFS = request.getfixturevalue("seaweedfs")
         endpoint, bucket, create = server.endpoint_url, server.bucket, False
     else:
-        endpoint, bucket, create = request.getfixturevalue("moto_server_url"), fresh_name("b"), True
+        moto: MotoServer = request.getfixturevalue("moto_server")
+        endpoint, bucket, create = moto.endpoint_url, fresh_name("b"), True
     async with s3_client(endpoint) as client:
         if create:
             await client.create_bucket(Bucket=bucket)

@@ -23,7 +23,8 @@ from awaken_s3.errors import (
 from awaken_s3.ids import InvalidIdError
 from awaken_s3.models import CHECKPOINT_FORMAT, StreamCheckpoint, encode_checkpoint
 from awaken_s3.stores.base import ListableCheckpointStore, StreamCheckpointStore
-from tests.stores.conftest import Backend, make_checkpoint, s3_client
+from tests.fixtures.aws import s3_client
+from tests.stores.conftest import Backend, make_checkpoint
 from tests.stores.faults import error_response
 
 

@@ -1,7 +1,10 @@
-"""The SeaweedFS launcher: loopback only, found next to the interpreter, stopped clean."""
+"""The SeaweedFS launcher: loopback only, no buckets made on the fly, found next to the
+interpreter, stopped clean."""
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import os
 import stat
 import sys
@@ -10,27 +13,31 @@ from pathlib import Path
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from awaken_s3.local import seaweedfs
-from awaken_s3.local.seaweedfs import SeaweedFS, find_weed, weed_command
+from awaken_s3.local.seaweedfs import SeaweedFS, find_weed
 
 
-def test_command_binds_loopback_and_turns_off_what_tests_do_not_need() -> None:
-    command = weed_command("/bin/weed", data_dir="/d", port=8555)
-    assert command[:2] == ["/bin/weed", "mini"]
-    for flag in (
-        "-dir=/d",
-        "-ip=127.0.0.1",
-        "-ip.bind=127.0.0.1",
-        "-master.telemetry=false",
-        "-webdav=false",
-        "-admin.ui=false",
-        "-s3.port=8555",
-        "-s3.port.iceberg=0",
-        "-s3.port.lance=0",
-        "-s3.autoCreateBucket=false",
-    ):
-        assert flag in command
+def listening_addresses(pid: int) -> set[str]:
+    """The addresses ``pid``'s listening TCP sockets are bound to (from /proc)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    addresses = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and inode in inodes:  # 0A: LISTEN
+                raw = bytes.fromhex(local.split(":")[0])
+                # /proc prints each 32-bit word of the address in host (little-endian) order.
+                words = [raw[i : i + 4][::-1] for i in range(0, len(raw), 4)]
+                addresses.add(str(ipaddress.ip_address(b"".join(words))))
+    return addresses
 
 
 def _fake_exe(directory: Path) -> Path:
@@ -92,9 +99,16 @@ def test_start_serves_the_bucket_and_stop_removes_every_trace() -> None:
     server = SeaweedFS.start(bucket="lifecycle-check")
     try:
         assert server.endpoint_url == f"http://127.0.0.1:{server.port}"
+        # Nothing it serves is reachable from another machine.
+        addresses = listening_addresses(server.pid)
+        assert addresses and addresses <= {"127.0.0.1", "::1"}, addresses
         client = boto3.client("s3", endpoint_url=server.endpoint_url, region_name="us-east-1")
         client.put_object(Bucket="lifecycle-check", Key="k", Body=b"v")
         assert client.get_object(Bucket="lifecycle-check", Key="k")["Body"].read() == b"v"
+        # Like AWS: a write to a bucket that does not exist creates none.
+        with pytest.raises(ClientError) as missing:
+            client.put_object(Bucket="no-such-bucket", Key="k", Body=b"v")
+        assert missing.value.response["Error"]["Code"] == "NoSuchBucket"
         client.close()
     finally:
         server.stop()

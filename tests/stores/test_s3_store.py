@@ -8,7 +8,6 @@ from typing import Any
 import aioboto3
 import pytest
 from botocore.exceptions import BotoCoreError, ClientError
-from moto.server import ThreadedMotoServer
 
 from awaken_s3.errors import (
     CheckpointCorrupt,
@@ -16,10 +15,11 @@ from awaken_s3.errors import (
     CheckpointTooLarge,
     StreamCheckpointError,
 )
-from awaken_s3.local.ports import free_port, wait_for_port
+from awaken_s3.local.ports import free_port
 from awaken_s3.models import encode_checkpoint
 from awaken_s3.stores.s3 import S3StreamCheckpointStore
-from tests.stores.conftest import Backend, fresh_name, make_checkpoint, s3_client
+from tests.fixtures.aws import fresh_name, s3_client, threaded_moto
+from tests.stores.conftest import Backend, make_checkpoint
 from tests.stores.faults import install
 
 
@@ -61,27 +61,18 @@ async def test_outage_surfaces_as_store_error_with_the_cause_attached() -> None:
 async def test_a_server_that_goes_away_mid_run_surfaces_as_store_error() -> None:
     # Unlike a closed port, the client here has live pooled connections when
     # the server stops.
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    stopped = False
-    try:
-        wait_for_port(port)
-        async with s3_client(f"http://127.0.0.1:{port}", total_attempts=1) as client:
+    with threaded_moto() as server:
+        async with s3_client(server.endpoint_url, total_attempts=1) as client:
             await client.create_bucket(Bucket="outage")
             store = S3StreamCheckpointStore("outage", client=client)
             version = await store.put(make_checkpoint(), expected_version=None)
             server.stop()
-            stopped = True
             with pytest.raises(StreamCheckpointError) as caught:
                 await store.put(make_checkpoint(partial_text="more"), expected_version=version)
             assert type(caught.value) is StreamCheckpointError
             assert isinstance(caught.value.__cause__, BotoCoreError), repr(caught.value.__cause__)
             with pytest.raises(StreamCheckpointError):
                 await store.get("run-1")
-    finally:
-        if not stopped:
-            server.stop()
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,8 @@ from awaken_s3.stores.fs import FsStreamCheckpointStore
 from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
 from awaken_s3.stores.s3 import S3StreamCheckpointStore
 from awaken_s3.stores.sync import SyncStreamCheckpointStore
-from tests.stores.conftest import fresh_name, make_checkpoint
+from tests.fixtures.aws import fresh_name
+from tests.stores.conftest import make_checkpoint
 
 
 @pytest.fixture(params=["memory", "fs", "s3"])

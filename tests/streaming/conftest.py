@@ -19,22 +19,12 @@ from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.runner import NOT_LOADED, TurnRunner
 from awaken_s3.streaming.scripted import ScriptedProvider
 from awaken_s3.streaming.turn_request import OwnerCheck, TurnRequest
+from tests.fixtures.clock import FakeClock
 
 RUN_ID = "run-1"
 THREAD_ID = "thread-1"
 HISTORY = (Message.user("What is the answer?"),)
 REQUEST = ModelRequest(model="test-model", messages=HISTORY)
-
-
-class FakeClock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class RecordingSleep:
@@ -74,11 +64,6 @@ class CountingStore(InMemoryStreamCheckpointStore):
         self.deletes += 1
         self.deleted_versions.append(expected_version)
         await super().delete(run_id, expected_version=expected_version)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture

@@ -17,8 +17,9 @@ from awaken_s3.streaming.coalescer import (
     WriterContext,
 )
 from awaken_s3.streaming.events import TextDelta
+from tests.fixtures.clock import FakeClock
 
-from .conftest import RUN_ID, THREAD_ID, CountingStore, FakeClock, eventually, saved
+from .conftest import RUN_ID, THREAD_ID, CountingStore, eventually, saved
 
 
 class GatedStore(CountingStore):

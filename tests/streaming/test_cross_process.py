@@ -9,11 +9,10 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import aioboto3
 import pytest
 
 from awaken_s3.local.moto import MotoServer
@@ -23,6 +22,7 @@ from awaken_s3.streaming.outcome import TurnCompleted
 from awaken_s3.streaming.runner import ATTEMPT_LOST, TurnRunner
 from awaken_s3.streaming.scripted import ScriptedProvider, Stall, text_deltas, text_turn
 from awaken_s3.streaming.turn_request import TurnRequest
+from tests.fixtures.aws import s3_client
 
 from . import crash_worker as worker
 from .conftest import EAGER
@@ -120,28 +120,17 @@ async def test_resume_after_sigkill_of_the_writing_process_fs(tmp_path: Path) ->
     assert outcome.message.text.count(worker.STREAMED) == 1
 
 
-@pytest.fixture(scope="module")
-def moto() -> Iterator[MotoServer]:
-    with MotoServer.start() as server:
-        yield server
-
-
-@contextlib.asynccontextmanager
-async def s3_client(endpoint: str) -> AsyncIterator[Any]:
-    session = aioboto3.Session()
-    async with session.client("s3", endpoint_url=endpoint, region_name="us-east-1") as client:
-        yield client
-
-
 @pytest.mark.slow
-async def test_resume_after_sigkill_of_the_writing_process_s3_on_moto(moto: MotoServer) -> None:
+async def test_resume_after_sigkill_of_the_writing_process_s3_on_moto(
+    moto_server: MotoServer,
+) -> None:
     bucket = "cross-process"
-    async with s3_client(moto.endpoint_url) as client:
+    async with s3_client(moto_server.endpoint_url) as client:
         with contextlib.suppress(Exception):
             await client.create_bucket(Bucket=bucket)
-    with killed_worker("s3", moto.endpoint_url, bucket):
+    with killed_worker("s3", moto_server.endpoint_url, bucket):
         pass
-    async with s3_client(moto.endpoint_url) as client:
+    async with s3_client(moto_server.endpoint_url) as client:
         store = S3StreamCheckpointStore(bucket, client=client)
         stored = await store.get(worker.RUN_ID)
         assert stored is not None

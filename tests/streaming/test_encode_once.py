@@ -10,8 +10,9 @@ import pytest
 from awaken_s3.models import StreamCheckpoint, encode_checkpoint
 from awaken_s3.streaming.outcome import TurnCompleted
 from awaken_s3.streaming.scripted import ScriptedProvider, text_turn
+from tests.fixtures.clock import FakeClock
 
-from .conftest import CountingStore, FakeClock, RecordingSleep, make_runner, run
+from .conftest import CountingStore, RecordingSleep, make_runner, run
 
 
 async def test_each_put_encodes_its_checkpoint_once(

@@ -30,8 +30,9 @@ from awaken_s3.streaming.events import (
 from awaken_s3.streaming.outcome import TurnCompleted
 from awaken_s3.streaming.recovery import plan_recovery
 from awaken_s3.streaming.scripted import Drop, ScriptedProvider, ScriptStep, tool_call
+from tests.fixtures.clock import FakeClock
 
-from .conftest import RUN_ID, THREAD_ID, CountingStore, FakeClock, RecordingSleep, make_runner, run
+from .conftest import RUN_ID, THREAD_ID, CountingStore, RecordingSleep, make_runner, run
 
 TEXT = st.text(
     alphabet=st.characters(codec="utf-8", categories=("L", "M", "N", "P", "S", "Zs")),

@@ -39,13 +39,13 @@ from awaken_s3.streaming.scripted import (
     text_turn,
     tool_call,
 )
+from tests.fixtures.clock import FakeClock
 
 from .conftest import (
     HISTORY,
     REQUEST,
     RUN_ID,
     CountingStore,
-    FakeClock,
     RecordingSleep,
     eventually,
     make_runner,

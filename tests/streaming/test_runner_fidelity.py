@@ -18,8 +18,9 @@ from awaken_s3.streaming.events import (
 from awaken_s3.streaming.outcome import TurnCompleted, TurnFailed
 from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.scripted import Drop, ScriptedProvider, text_turn
+from tests.fixtures.clock import FakeClock
 
-from .conftest import CountingStore, FakeClock, RecordingSleep, make_runner, run, saved
+from .conftest import CountingStore, RecordingSleep, make_runner, run, saved
 
 A = ThinkingBlock(thinking="Check Oslo.", signature="sig-a")
 

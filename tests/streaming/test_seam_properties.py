@@ -31,8 +31,9 @@ from awaken_s3.streaming.provider import ModelRequest, ProviderCapabilities
 from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.runner import TurnRunner
 from awaken_s3.streaming.turn_request import TurnRequest
+from tests.fixtures.clock import FakeClock
 
-from .conftest import HISTORY, RUN_ID, THREAD_ID, CountingStore, FakeClock, RecordingSleep
+from .conftest import HISTORY, RUN_ID, THREAD_ID, CountingStore, RecordingSleep
 from .echoes import echo_of
 
 SEPARATORS = [" ", " ", " ", ", ", ".\n\n", "\n", " - ", "  "]

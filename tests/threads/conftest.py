@@ -1,28 +1,14 @@
+"""Fixtures of the thread-store tests: each contract test runs on memory and on DynamoDB."""
+
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
-from awaken_s3.local.moto import MotoServer
 from awaken_s3.threads import InMemoryThreadStore, ThreadStore
-from tests.threads.backends import (
-    FakeClock,
-    aws_clients,
-    dynamo_store,
-    fresh_target,
-)
-
-
-@pytest.fixture(scope="session")
-def moto_server() -> Iterator[MotoServer]:
-    with MotoServer.start() as server:
-        yield server
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+from tests.fixtures.aws import aws_clients, dynamo_store, fresh_target
+from tests.fixtures.clock import FakeClock
 
 
 # One moto: in a thread or in its own process, it serves the same code over the same HTTP.

@@ -1,26 +1,10 @@
+"""Commits the thread-store tests make on a seeded run (``tests.fixtures.runs.seed_run``)."""
+
 from __future__ import annotations
 
 from awaken_s3.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from awaken_s3.streaming.outcome import Usage
-from awaken_s3.threads import RunSettings, RunState, RunStatus, ThreadStore, TurnCommit
-
-OWNER = "alice"
-SETTINGS = RunSettings(model="scripted-1", system="be brief", max_tokens=256, tools=("add",))
-
-
-async def new_run(
-    store: ThreadStore,
-    thread_id: str = "t1",
-    run_id: str = "r1",
-    prompt: str = "hi",
-    *,
-    settings: RunSettings = SETTINGS,
-) -> RunState:
-    """A thread with one queued run, as the API creates it (and no message sent for it)."""
-    await store.create_thread(thread_id, owner=OWNER)
-    return await store.create_run(
-        run_id, thread_id=thread_id, owner=OWNER, settings=settings, messages=[Message.user(prompt)]
-    )
+from awaken_s3.threads import RunState, RunStatus, TurnCommit
 
 
 def assistant_turn(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from awaken_s3.messages import Message
-from awaken_s3.threads import Lease, RunSettings, RunState, RunStatus, TurnCommit
+from awaken_s3.threads import Lease, RunStatus, TurnCommit
 from awaken_s3.threads.cancellation import (
     CONDITION_FAILED,
     ItemReason,
@@ -14,17 +14,10 @@ from awaken_s3.threads.cancellation import (
     diagnose_commit,
     parse_reason_codes,
 )
+from tests.fixtures.runs import run_state
 
-BASE = RunState(
-    run_id="r1",
-    thread_id="t1",
-    owner="o",
-    settings=RunSettings(model="m"),
-    status=RunStatus.RUNNING,
-    turn=3,
-    message_count=5,
-    lease=Lease("w1", 7, 100.0),
-)
+#: a run mid-way: three turns and five messages committed, held by w1 at epoch 7
+BASE = run_state(status=RunStatus.RUNNING, turn=3, message_count=5, lease=Lease("w1", 7, 100.0))
 COMMIT = TurnCommit(base=BASE, messages=(Message.assistant("answer"),))
 OK = ItemReason(None)
 

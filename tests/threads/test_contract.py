@@ -1,4 +1,4 @@
-"""One contract, every backend: memory, DynamoDB on moto in-process, DynamoDB on a moto server."""
+"""One contract, every backend: memory, and DynamoDB on the suite's moto server."""
 
 from __future__ import annotations
 
@@ -24,15 +24,9 @@ from awaken_s3.threads import (
     ToolCallStatus,
     TurnCommit,
 )
-from tests.threads.backends import FakeClock
-from tests.threads.helpers import (
-    OWNER,
-    SETTINGS,
-    assistant_turn,
-    new_run,
-    results_commit,
-    tool_turn,
-)
+from tests.fixtures.clock import FakeClock
+from tests.fixtures.runs import OWNER, SETTINGS, seed_run
+from tests.threads.helpers import assistant_turn, results_commit, tool_turn
 
 LEASE = 30.0
 
@@ -56,7 +50,7 @@ async def test_thread_is_visible_to_its_owner_only(store: ThreadStore) -> None:
 
 
 async def test_create_run_appends_prompt_and_queues(store: ThreadStore) -> None:
-    run = await new_run(store, prompt="hello")
+    run = await seed_run(store, prompt="hello")
     assert run.status == RunStatus.QUEUED
     assert (run.turn, run.message_count, run.lease.epoch) == (0, 1, 0)
     assert await store.load_messages("t1") == [Message.user("hello")]
@@ -81,7 +75,7 @@ async def test_create_run_appends_prompt_and_queues(store: ThreadStore) -> None:
 
 
 async def test_a_retried_create_run_is_bound_to_its_message(store: ThreadStore) -> None:
-    await new_run(store, prompt="transfer 10 EUR to Bob")
+    await seed_run(store, prompt="transfer 10 EUR to Bob")
     # Same id, same settings, another message: not a retry. Answering it with the old run
     # would silently drop the new message.
     with pytest.raises(RunExists):
@@ -108,7 +102,7 @@ async def test_a_retried_create_run_is_bound_to_its_message(store: ThreadStore) 
 async def test_claim_bumps_epoch_and_excludes_others_until_expiry(
     store: ThreadStore, clock: FakeClock
 ) -> None:
-    await new_run(store)
+    await seed_run(store)
     first = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     assert first.status == RunStatus.RUNNING
     assert (first.lease.owner, first.lease.epoch) == ("w1", 1)
@@ -125,7 +119,7 @@ async def test_claim_bumps_epoch_and_excludes_others_until_expiry(
 
 
 async def test_renew_extends_only_the_current_holder(store: ThreadStore, clock: FakeClock) -> None:
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     clock.advance(20)
     renewed = await store.renew_lease("r1", worker="w1", epoch=run.lease.epoch, lease_seconds=LEASE)
@@ -140,7 +134,7 @@ async def test_renew_extends_only_the_current_holder(store: ThreadStore, clock: 
 
 
 async def test_release_lets_the_next_worker_claim_at_once(store: ThreadStore) -> None:
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     released = await store.release_lease("r1", worker="w1", epoch=run.lease.epoch)
     assert released.status == RunStatus.SUSPENDED
@@ -152,7 +146,7 @@ async def test_release_lets_the_next_worker_claim_at_once(store: ThreadStore) ->
 
 
 async def test_commit_appends_in_order_and_advances_run(store: ThreadStore) -> None:
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     expected = [Message.user("hi")]
     # Twelve turns cross the 10-message mark: the zero-padded keys must keep numeric order.
@@ -173,7 +167,7 @@ async def test_commit_appends_in_order_and_advances_run(store: ThreadStore) -> N
 
 
 async def test_repeated_commit_is_recognised_not_duplicated(store: ThreadStore) -> None:
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     commit = assistant_turn(run, "hello there")
     first = await store.commit_turn(commit)
@@ -185,7 +179,7 @@ async def test_repeated_commit_is_recognised_not_duplicated(store: ThreadStore) 
 
 
 async def test_zombie_commit_is_fenced(store: ThreadStore, clock: FakeClock) -> None:
-    await new_run(store)
+    await seed_run(store)
     zombie = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     clock.advance(LEASE + 1)
     live = await store.claim_run("r1", worker="w2", lease_seconds=LEASE)
@@ -199,7 +193,7 @@ async def test_zombie_commit_is_fenced(store: ThreadStore, clock: FakeClock) -> 
 
 
 async def test_commit_on_a_thread_that_moved_on_is_refused(store: ThreadStore) -> None:
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     await store.commit_turn(assistant_turn(run, "first"))
     with pytest.raises(ThreadMovedOn):
@@ -222,7 +216,7 @@ async def test_commit_on_a_thread_that_moved_on_is_refused(store: ThreadStore) -
 
 
 async def test_cancelled_run_accepts_no_commit_and_stays_cancelled(store: ThreadStore) -> None:
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     cancelled = await store.cancel_run("r1")
     assert cancelled.status == RunStatus.CANCELLED
@@ -244,7 +238,7 @@ async def test_cancelled_run_accepts_no_commit_and_stays_cancelled(store: Thread
 
 
 async def test_final_commit_completes_and_releases(store: ThreadStore) -> None:
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     commit = TurnCommit(
         base=run,
@@ -263,7 +257,7 @@ async def test_final_commit_completes_and_releases(store: ThreadStore) -> None:
 
 
 async def test_failed_run_records_classified_error(store: ThreadStore) -> None:
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     error = ClassifiedError("context_overflow", "prompt too long", retryable=False)
     with pytest.raises(LeaseLost):
@@ -278,7 +272,7 @@ async def test_failed_run_records_classified_error(store: ThreadStore) -> None:
 
 
 async def test_tool_call_claimed_once_then_finished(store: ThreadStore) -> None:
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     epoch = run.lease.epoch
     record, fresh = await store.claim_tool_call("r1", "call-1", name="add", epoch=epoch)
@@ -298,7 +292,7 @@ async def test_tool_call_claimed_once_then_finished(store: ThreadStore) -> None:
 async def test_tool_call_takeover_fences_the_old_claimer(
     store: ThreadStore, clock: FakeClock
 ) -> None:
-    await new_run(store)
+    await seed_run(store)
     old = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     await store.claim_tool_call("r1", "call-1", name="add", epoch=old.lease.epoch)
     clock.advance(LEASE + 1)
@@ -326,7 +320,7 @@ async def test_tool_call_takeover_fences_the_old_claimer(
 
 
 async def test_large_message_round_trips(store: ThreadStore) -> None:
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     big = "é" * 200_000  # 400 KB of UTF-8: over DynamoDB's item limit
     await store.commit_turn(assistant_turn(run, big))
@@ -338,7 +332,7 @@ async def test_repeating_a_write_that_already_landed_is_not_a_conflict(
     store: ThreadStore,
 ) -> None:
     # What a retry after a lost response looks like: the same call, by the same epoch.
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     epoch = run.lease.epoch
     await store.claim_tool_call("r1", "c1", name="add", epoch=epoch)
@@ -362,7 +356,7 @@ async def test_repeating_a_write_that_already_landed_is_not_a_conflict(
 async def test_repeated_takeover_of_a_tool_call_is_not_a_conflict(
     store: ThreadStore, clock: FakeClock
 ) -> None:
-    await new_run(store)
+    await seed_run(store)
     old = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     await store.claim_tool_call("r1", "c1", name="add", epoch=old.lease.epoch)
     clock.advance(LEASE + 1)

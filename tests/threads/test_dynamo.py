@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from aiobotocore.config import AioConfig
 
 from awaken_s3.local.moto import MotoServer
 from awaken_s3.messages import Message
@@ -18,60 +17,54 @@ from awaken_s3.threads import (
     codec,
     dynamodb_client_config,
 )
-from tests.threads.backends import AwsTarget, FakeClock, aws_clients, dynamo_store, fresh_target
+from tests.fixtures.aws import (
+    DynamoEnv,
+    dynamo_env,
+)
+from tests.fixtures.runs import seed_run
 from tests.threads.faults import FaultInjector
-from tests.threads.helpers import assistant_turn, new_run
+from tests.threads.helpers import assistant_turn
 
 LEASE = 30.0
 BIG = "x" * 320_000
 
 
-class Env:
-    def __init__(self, db: Any, s3: Any, target: AwsTarget, clock: FakeClock) -> None:
-        self.db, self.s3, self.target, self.clock = db, s3, target, clock
-
-    def store(self, **kwargs: Any) -> DynamoThreadStore:
-        return dynamo_store(self.db, self.s3, self.target, clock=self.clock, **kwargs)
-
-    async def message_items(self) -> list[dict[str, Any]]:
-        page = await self.db.query(
-            TableName=self.target.table,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :m)",
-            ExpressionAttributeValues={":pk": {"S": "THREAD#t1"}, ":m": {"S": "MSG#"}},
-        )
-        return list(page["Items"])
-
-    async def offloaded_keys(self) -> list[str]:
-        listing = await self.s3.list_objects_v2(Bucket=self.target.bucket, Prefix="messages/")
-        return sorted(o["Key"] for o in listing.get("Contents", []))
+async def message_items(env: DynamoEnv) -> list[dict[str, Any]]:
+    page = await env.db.query(
+        TableName=env.target.table,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :m)",
+        ExpressionAttributeValues={":pk": {"S": "THREAD#t1"}, ":m": {"S": "MSG#"}},
+    )
+    return list(page["Items"])
 
 
-async def _env(url: str, config: AioConfig | None = None) -> AsyncIterator[Env]:
-    async with aws_clients(url, config=config) as (db, s3):
-        yield Env(db, s3, await fresh_target(db, s3, url), FakeClock())
+async def offloaded_keys(env: DynamoEnv) -> list[str]:
+    listing = await env.s3.list_objects_v2(Bucket=env.target.bucket, Prefix="messages/")
+    return sorted(o["Key"] for o in listing.get("Contents", []))
 
 
 @pytest.fixture
-async def env(moto_server: MotoServer) -> AsyncIterator[Env]:
-    async for e in _env(moto_server.endpoint_url):
-        yield e
+async def env(moto_server: MotoServer) -> AsyncIterator[DynamoEnv]:
+    async with dynamo_env(moto_server.endpoint_url) as opened:
+        yield opened
 
 
 @pytest.fixture
-async def env_no_retries(moto_server: MotoServer) -> AsyncIterator[Env]:
-    async for e in _env(moto_server.endpoint_url, dynamodb_client_config(total_max_attempts=1)):
-        yield e
+async def env_no_retries(moto_server: MotoServer) -> AsyncIterator[DynamoEnv]:
+    config = dynamodb_client_config(total_max_attempts=1)
+    async with dynamo_env(moto_server.endpoint_url, config=config) as opened:
+        yield opened
 
 
-async def test_big_message_is_offloaded_to_s3_and_read_back(env: Env) -> None:
+async def test_big_message_is_offloaded_to_s3_and_read_back(env: DynamoEnv) -> None:
     store = env.store()
-    run = await new_run(store)
+    run = await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     run = (await store.commit_turn(assistant_turn(run, BIG))).run
     await store.commit_turn(assistant_turn(run, "small"))
-    items = await env.message_items()
+    items = await message_items(env)
     refs = [codec.message_body_ref(i) for i in items]
-    keys = await env.offloaded_keys()
+    keys = await offloaded_keys(env)
     assert refs[0] is None and refs[2] is None and "body" in items[2]
     assert refs[1] is not None and keys == [refs[1]]
     assert keys[0].startswith("messages/t1/0000000001-")
@@ -82,9 +75,9 @@ async def test_big_message_is_offloaded_to_s3_and_read_back(env: Env) -> None:
     assert await env.store().load_messages("t1") == messages
 
 
-async def test_big_message_without_a_bucket_is_refused_before_any_write(env: Env) -> None:
+async def test_big_message_without_a_bucket_is_refused_before_any_write(env: DynamoEnv) -> None:
     store = DynamoThreadStore(env.target.table, client=env.db, clock=env.clock)
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     with pytest.raises(MessageTooLarge):
         await store.commit_turn(assistant_turn(run, BIG))
@@ -92,23 +85,27 @@ async def test_big_message_without_a_bucket_is_refused_before_any_write(env: Env
     assert (await store.get_run("r1")).turn == 0
 
 
-async def test_a_lost_commit_leaves_an_orphan_body_never_a_dangling_reference(env: Env) -> None:
+async def test_a_lost_commit_leaves_an_orphan_body_never_a_dangling_reference(
+    env: DynamoEnv,
+) -> None:
     store = env.store()
-    await new_run(store)
+    await seed_run(store)
     zombie = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     env.clock.advance(LEASE + 1)
     await store.claim_run("r1", worker="w2", lease_seconds=LEASE)
     with pytest.raises(CommitFenced):
         await store.commit_turn(assistant_turn(zombie, BIG))
-    assert len(await env.offloaded_keys()) == 1  # written first, under a unique key
-    assert all(codec.message_body_ref(i) is None for i in await env.message_items())
+    assert len(await offloaded_keys(env)) == 1  # written first, under a unique key
+    assert all(codec.message_body_ref(i) is None for i in await message_items(env))
     assert await store.load_messages("t1") == [Message.user("hi")]
 
 
 @pytest.mark.parametrize("faults", [["throttle", "throttle"], ["500"], ["throttling", "500"]])
-async def test_throttling_and_5xx_are_retried_by_botocore(env: Env, faults: list[str]) -> None:
+async def test_throttling_and_5xx_are_retried_by_botocore(
+    env: DynamoEnv, faults: list[str]
+) -> None:
     store = env.store()
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     injector = FaultInjector(env.db, "TransactWriteItems", faults)
     result = await store.commit_turn(assistant_turn(run, "hello"))
@@ -116,9 +113,9 @@ async def test_throttling_and_5xx_are_retried_by_botocore(env: Env, faults: list
     assert [m.text for m in await store.load_messages("t1")] == ["hi", "hello"]
 
 
-async def test_a_commit_whose_response_was_lost_is_recognised_not_repeated(env: Env) -> None:
+async def test_a_commit_whose_response_was_lost_is_recognised_not_repeated(env: DynamoEnv) -> None:
     store = env.store()
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     injector = FaultInjector(env.db, "TransactWriteItems", ["lost_response"])
     result = await store.commit_turn(assistant_turn(run, "hello"))
@@ -128,11 +125,11 @@ async def test_a_commit_whose_response_was_lost_is_recognised_not_repeated(env: 
     assert result.duplicate
     assert (result.run.turn, result.run.message_count) == (1, 2)
     assert [m.text for m in await store.load_messages("t1")] == ["hi", "hello"]
-    assert len(await env.message_items()) == 2
+    assert len(await message_items(env)) == 2
 
 
 async def test_lost_response_after_botocore_gives_up_is_retried_by_the_store(
-    env_no_retries: Env,
+    env_no_retries: DynamoEnv,
 ) -> None:
     env = env_no_retries
     slept: list[float] = []
@@ -141,7 +138,7 @@ async def test_lost_response_after_botocore_gives_up_is_retried_by_the_store(
         slept.append(seconds)
 
     store = env.store(sleep=sleep)
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     injector = FaultInjector(env.db, "TransactWriteItems", ["lost_response", "conflict", "500"])
     result = await store.commit_turn(assistant_turn(run, "hello"))
@@ -151,7 +148,7 @@ async def test_lost_response_after_botocore_gives_up_is_retried_by_the_store(
 
 
 async def test_transient_failures_beyond_the_budget_surface_as_errors(
-    env_no_retries: Env,
+    env_no_retries: DynamoEnv,
 ) -> None:
     env = env_no_retries
 
@@ -159,7 +156,7 @@ async def test_transient_failures_beyond_the_budget_surface_as_errors(
         return None
 
     store = env.store(sleep=sleep, transient_retries=2)
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     FaultInjector(env.db, "TransactWriteItems", ["conflict"] * 3)
     with pytest.raises(ThreadStoreError, match="TransactionConflict"):

@@ -12,8 +12,6 @@ from awaken_s3.messages import Message
 from awaken_s3.streaming.outcome import ClassifiedError, Usage
 from awaken_s3.threads import (
     Lease,
-    RunSettings,
-    RunState,
     RunStatus,
     Thread,
     ToolCallRecord,
@@ -42,12 +40,10 @@ from awaken_s3.threads.expressions import (
     tool_finish_update,
     tool_reclaim_transaction,
 )
+from tests.fixtures.runs import run_state
 
-BASE = RunState(
-    run_id="r1",
-    thread_id="t1",
-    owner="o",
-    settings=RunSettings(model="m"),
+#: a run mid-way: three turns and five messages committed, held by w1 at epoch 7
+BASE = run_state(
     status=RunStatus.RUNNING,
     turn=3,
     message_count=5,
@@ -299,7 +295,7 @@ def test_create_run_pins_the_thread_as_read(
     assert (values[":old"], values[":new"], values[":owner"], values[":run"]) == (
         {"N": "5"},
         {"N": "7"},
-        {"S": "o"},
+        {"S": BASE.owner},
         {"S": "r1"},
     )
     assert values.get(":previous") == (None if previous_value is None else {"S": "r0"})

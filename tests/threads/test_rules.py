@@ -9,15 +9,14 @@ import pytest
 from awaken_s3.messages import Message
 from awaken_s3.threads.models import RunSettings, RunState
 from awaken_s3.threads.rules import run_request_digest, same_run_request
+from tests.fixtures.runs import run_state
 
 SETTINGS = RunSettings(model="m", tools=("add",))
 HELLO = run_request_digest(SETTINGS, [Message.user("hello")])
 
 
 def stored(digest: str | None) -> RunState:
-    return RunState(
-        run_id="r1", thread_id="t1", owner="alice", settings=SETTINGS, request_digest=digest
-    )
+    return run_state(settings=SETTINGS, request_digest=digest)
 
 
 @pytest.mark.parametrize(

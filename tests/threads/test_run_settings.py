@@ -12,8 +12,10 @@ from awaken_s3.messages import Message
 from awaken_s3.threads import DynamoThreadStore, RunSettings, RunStatus, ThreadStore, codec
 from awaken_s3.threads import dynamo as dynamo_module
 from awaken_s3.threads.errors import LeaseUnavailable
-from tests.threads.backends import FakeClock, aws_clients, dynamo_store, fresh_target
-from tests.threads.helpers import OWNER, assistant_turn, new_run
+from tests.fixtures.aws import aws_clients, dynamo_store, fresh_target
+from tests.fixtures.clock import FakeClock
+from tests.fixtures.runs import OWNER, seed_run
+from tests.threads.helpers import assistant_turn
 
 LONG = RunSettings(
     model="scripted-1",
@@ -24,7 +26,7 @@ LONG = RunSettings(
 
 
 async def test_a_long_system_prompt_comes_back_from_every_operation(store: ThreadStore) -> None:
-    created = await new_run(store, settings=LONG)
+    created = await seed_run(store, settings=LONG)
     assert created.settings == LONG
     assert (await store.get_run("r1")).settings == LONG
     claimed = await store.claim_run("r1", worker="w1", lease_seconds=60)
@@ -71,7 +73,7 @@ async def raw_run_item(db: Any, table: str, run_id: str) -> dict[str, Any]:
 
 async def test_dynamodb_keeps_a_long_prompt_out_of_the_run_item(dynamo: Any) -> None:
     store, db, table = dynamo
-    await new_run(store, settings=LONG)
+    await seed_run(store, settings=LONG)
     item = await raw_run_item(db, table, "r1")
     assert LONG.system is not None and LONG.system not in str(item)
     # The run item stays within one write unit whatever the prompt's length.
@@ -97,7 +99,7 @@ async def test_dynamodb_keeps_a_long_prompt_out_of_the_run_item(dynamo: Any) -> 
 
 async def test_a_short_prompt_stays_inline(dynamo: Any) -> None:
     store, db, table = dynamo
-    await new_run(store, settings=RunSettings(model="m", system="be brief"))
+    await seed_run(store, settings=RunSettings(model="m", system="be brief"))
     item = await raw_run_item(db, table, "r1")
     assert "be brief" in str(item)
     missing = await db.get_item(TableName=table, Key=codec.settings_key("r1"))

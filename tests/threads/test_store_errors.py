@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from aiobotocore.config import AioConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
-from awaken_s3.local.moto import MotoServer
 from awaken_s3.messages import Message
 from awaken_s3.streaming.outcome import ClassifiedError
 from awaken_s3.threads import (
@@ -25,9 +23,15 @@ from awaken_s3.threads import (
     codec,
     dynamodb_client_config,
 )
-from tests.threads.backends import AwsTarget, FakeClock, aws_clients, dynamo_store, fresh_target
+from tests.fixtures.aws import (
+    DynamoEnv,
+    aws_clients,
+    dynamo_env,
+)
+from tests.fixtures.clock import FakeClock
+from tests.fixtures.runs import OWNER, SETTINGS, seed_run
 from tests.threads.faults import FaultInjector
-from tests.threads.helpers import OWNER, SETTINGS, assistant_turn, new_run
+from tests.threads.helpers import assistant_turn
 
 LEASE = 30.0
 BIG = "x" * 320_000
@@ -36,36 +40,26 @@ ERROR = ClassifiedError(code="abandoned", message="gone", retryable=False)
 StoreCall = Callable[[DynamoThreadStore], Awaitable[object]]
 
 
-@dataclass
-class Env:
-    db: Any
-    s3: Any
-    target: AwsTarget
-    clock: FakeClock
-
-    def store(self, **kwargs: Any) -> DynamoThreadStore:
-        return dynamo_store(self.db, self.s3, self.target, clock=self.clock, **kwargs)
+@pytest.fixture(params=["moto-inprocess", "moto-server"])
+def aws_url(request: pytest.FixtureRequest) -> str:
+    if request.param == "moto-inprocess":
+        return str(request.getfixturevalue("moto_inprocess_url"))
+    return str(request.getfixturevalue("moto_server").endpoint_url)
 
 
-@pytest.fixture
-def aws_url(moto_server: MotoServer) -> str:
-    # One moto, as for the contract suite: in a thread or its own process it is the same code.
-    return moto_server.endpoint_url
-
-
-async def _env(url: str, attempts: int) -> AsyncIterator[Env]:
+async def _env(url: str, attempts: int) -> AsyncIterator[DynamoEnv]:
     # Few attempts: the faults below are answers botocore already retried as configured.
     retries = {"mode": "standard", "total_max_attempts": attempts}
-    async with aws_clients(
+    async with dynamo_env(
         url,
         config=dynamodb_client_config(total_max_attempts=attempts),
         s3_config=AioConfig(retries=retries),
-    ) as (db, s3):
-        yield Env(db, s3, await fresh_target(db, s3, url), FakeClock())
+    ) as opened:
+        yield opened
 
 
 @pytest.fixture
-async def env(aws_url: str) -> AsyncIterator[Env]:
+async def env(aws_url: str) -> AsyncIterator[DynamoEnv]:
     async for e in _env(aws_url, attempts=1):
         yield e
 
@@ -146,10 +140,10 @@ FAULTS = [
 @pytest.mark.parametrize(("fault", "error", "says"), FAULTS)
 @pytest.mark.parametrize("api", ONE_PER_API)
 async def test_each_failure_becomes_its_store_error(
-    env: Env, api: str, fault: str, error: type[ThreadStoreError], says: str
+    env: DynamoEnv, api: str, fault: str, error: type[ThreadStoreError], says: str
 ) -> None:
     store = env.store()
-    await new_run(store)
+    await seed_run(store)
     await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     injector = FaultInjector(env.db, api, [fault])
     with pytest.raises(ThreadStoreError) as caught:
@@ -163,7 +157,7 @@ async def test_each_failure_becomes_its_store_error(
 async def test_throttling_outlives_botocores_retries_before_it_is_reported(aws_url: str) -> None:
     async for env in _env(aws_url, attempts=2):
         store = env.store()
-        await new_run(store)
+        await seed_run(store)
         injector = FaultInjector(env.db, "GetItem", ["throttle", "throttle"])
         with pytest.raises(StoreThrottled, match="after 1 retry; still throttled"):
             await store.get_run("r1")
@@ -181,13 +175,13 @@ async def test_throttling_outlives_botocores_retries_before_it_is_reported(aws_u
     ],
 )
 async def test_a_commit_reports_the_failure_once_the_stores_own_retries_are_spent(
-    env: Env, faults: list[str], error: type[ThreadStoreError]
+    env: DynamoEnv, faults: list[str], error: type[ThreadStoreError]
 ) -> None:
     async def sleep(seconds: float) -> None:
         return None
 
     store = env.store(sleep=sleep, transient_retries=2)
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     injector = FaultInjector(env.db, "TransactWriteItems", faults)
     with pytest.raises(ThreadStoreError) as caught:
@@ -198,7 +192,9 @@ async def test_a_commit_reports_the_failure_once_the_stores_own_retries_are_spen
     assert await store.load_messages("t1") == [Message.user("hi")]
 
 
-async def test_a_throttled_create_run_is_throttling_not_a_thread_that_moved_on(env: Env) -> None:
+async def test_a_throttled_create_run_is_throttling_not_a_thread_that_moved_on(
+    env: DynamoEnv,
+) -> None:
     store = env.store()
     await store.create_thread("t1", owner=OWNER)
     FaultInjector(env.db, "TransactWriteItems", ["cancel_throttled"])
@@ -209,9 +205,9 @@ async def test_a_throttled_create_run_is_throttling_not_a_thread_that_moved_on(e
     assert run.run_id == "r1"
 
 
-async def test_a_throttled_tool_claim_is_throttling_not_a_lost_lease(env: Env) -> None:
+async def test_a_throttled_tool_claim_is_throttling_not_a_lost_lease(env: DynamoEnv) -> None:
     store = env.store()
-    await new_run(store)
+    await seed_run(store)
     await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     FaultInjector(env.db, "TransactWriteItems", ["cancel_throttled"])
     with pytest.raises(StoreThrottled):
@@ -222,12 +218,12 @@ async def test_a_throttled_tool_claim_is_throttling_not_a_lost_lease(env: Env) -
 # -- the S3 offload of big messages
 
 
-async def test_an_offload_to_a_missing_bucket_names_it_and_writes_nothing(env: Env) -> None:
+async def test_an_offload_to_a_missing_bucket_names_it_and_writes_nothing(env: DynamoEnv) -> None:
     bucket = f"missing-{uuid.uuid4().hex[:8]}"
     store = DynamoThreadStore(
         env.target.table, client=env.db, s3_client=env.s3, bucket=bucket, clock=env.clock
     )
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     with pytest.raises(ThreadStoreError, match=f"s3://{bucket}/messages/t1/") as caught:
         await store.commit_turn(assistant_turn(run, BIG))
@@ -236,9 +232,9 @@ async def test_an_offload_to_a_missing_bucket_names_it_and_writes_nothing(env: E
     assert await store.load_messages("t1") == [Message.user("hi")]
 
 
-async def test_a_missing_offloaded_body_names_its_key(env: Env) -> None:
+async def test_a_missing_offloaded_body_names_its_key(env: DynamoEnv) -> None:
     store = env.store()
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     await store.commit_turn(assistant_turn(run, BIG))
     page = await env.db.get_item(TableName=env.target.table, Key=codec.message_key("t1", 1))
@@ -260,10 +256,10 @@ async def test_a_missing_offloaded_body_names_its_key(env: Env) -> None:
     ],
 )
 async def test_offload_failures_become_store_errors(
-    env: Env, operation: str, fault: str, error: type[ThreadStoreError]
+    env: DynamoEnv, operation: str, fault: str, error: type[ThreadStoreError]
 ) -> None:
     store = env.store()
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     FaultInjector(env.s3, operation, [fault], service="s3")
     with pytest.raises(ThreadStoreError) as caught:

@@ -14,22 +14,15 @@ from awaken_s3.streaming.outcome import ClassifiedError
 from awaken_s3.threads import (
     RunActive,
     RunChanged,
-    RunSettings,
     RunStatus,
     ThreadMovedOn,
     ThreadStore,
 )
 from awaken_s3.threads.base import RunSweepStore
 from awaken_s3.threads.rules import DEFAULT_SWEEP_GRACE
-from tests.threads.backends import FakeClock
-from tests.threads.helpers import (
-    OWNER,
-    SETTINGS,
-    assistant_turn,
-    new_run,
-    results_commit,
-    tool_turn,
-)
+from tests.fixtures.clock import FakeClock
+from tests.fixtures.runs import OWNER, SETTINGS, seed_run
+from tests.threads.helpers import assistant_turn, results_commit, tool_turn
 
 LEASE = 30.0
 GRACE = DEFAULT_SWEEP_GRACE
@@ -46,7 +39,7 @@ sweep_store = sweeper
 async def test_a_run_is_swept_only_once_nobody_drove_it_for_the_grace_period(
     store: ThreadStore, clock: FakeClock
 ) -> None:
-    created = await new_run(store)
+    created = await seed_run(store)
     assert created.sweep_at == pytest.approx(clock() + GRACE)
     sweep = sweeper(store)
     assert await sweep.stalled_runs(now=clock()) == []
@@ -68,7 +61,7 @@ async def test_a_run_is_swept_only_once_nobody_drove_it_for_the_grace_period(
 
 
 async def test_an_ended_run_leaves_the_index(store: ThreadStore, clock: FakeClock) -> None:
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     await store.commit_turn(assistant_turn(run, "done", final=True))
     ended = await store.get_run("r1")
@@ -83,7 +76,7 @@ async def test_an_ended_run_leaves_the_index(store: ThreadStore, clock: FakeCloc
 async def test_a_claim_remembers_when_the_replaced_lease_ran_out(
     store: ThreadStore, clock: FakeClock
 ) -> None:
-    await new_run(store)
+    await seed_run(store)
     first = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     assert first.previous_lease_until == 0.0
     expiry = first.lease.lease_until
@@ -98,7 +91,7 @@ async def test_a_claim_remembers_when_the_replaced_lease_ran_out(
 async def test_exactly_one_sweeper_rescues_a_stalled_run(
     store: ThreadStore, clock: FakeClock
 ) -> None:
-    await new_run(store)
+    await seed_run(store)
     seen = await store.get_run("r1")
     now = clock() + GRACE
     rescued = await sweeper(store).mark_rescued(
@@ -119,7 +112,7 @@ async def test_exactly_one_sweeper_rescues_a_stalled_run(
 async def test_a_sweeper_never_touches_a_run_someone_claimed_meanwhile(
     store: ThreadStore, clock: FakeClock
 ) -> None:
-    await new_run(store)
+    await seed_run(store)
     seen = await store.get_run("r1")
     clock.advance(GRACE)
     await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
@@ -134,7 +127,7 @@ async def test_a_sweeper_never_touches_a_run_someone_claimed_meanwhile(
 async def test_an_abandoned_run_fails_with_the_classified_error(
     store: ThreadStore, clock: FakeClock
 ) -> None:
-    await new_run(store)
+    await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     clock.advance(LEASE + GRACE)  # w1 died; nobody came back
     seen = await store.get_run("r1")
@@ -152,7 +145,7 @@ async def test_an_abandoned_run_fails_with_the_classified_error(
 
 
 async def test_one_live_run_per_thread(store: ThreadStore) -> None:
-    await new_run(store)
+    await seed_run(store)
     with pytest.raises(RunActive) as active:
         await store.create_run("r2", thread_id="t1", owner=OWNER, settings=SETTINGS)
     assert active.value.run_id == "r1"
@@ -183,11 +176,6 @@ class Outbox:
         return "sent"
 
 
-async def lost_start(store: ThreadStore) -> None:
-    """A run the API created but whose start message was never sent."""
-    await new_run(store, settings=RunSettings(model="m"))
-
-
 async def sweep_at(store: ThreadStore, now: float, outbox: Outbox) -> SweepReport:
     return await sweep(sweep_store(store), outbox, now=now, max_rescues=2, grace=GRACE)
 
@@ -197,7 +185,7 @@ async def test_a_run_nobody_picks_up_is_re_sent_with_back_off_and_never_abandone
 ) -> None:
     # A lost start message, or a backlog: the run is never claimed between re-sends. That is
     # slow, not broken: it is re-sent, each time twice as late, and never failed for it.
-    await lost_start(store)
+    await seed_run(store)  # its start message was never sent
     outbox = Outbox()
     report = await sweep_at(store, clock(), outbox)
     assert (report.examined, report.rescued) == (0, 0)  # not due yet
@@ -220,7 +208,7 @@ async def test_a_run_nobody_picks_up_is_re_sent_with_back_off_and_never_abandone
 async def test_a_run_every_worker_fails_on_is_abandoned_after_fruitless_rescues(
     store: ThreadStore, clock: FakeClock
 ) -> None:
-    await lost_start(store)
+    await seed_run(store)  # its start message was never sent
     outbox = Outbox()
     for attempt in range(3):
         run = await store.get_run("r1")
@@ -242,7 +230,7 @@ async def test_a_run_every_worker_fails_on_is_abandoned_after_fruitless_rescues(
 async def test_progress_between_rescues_starts_the_count_afresh(
     store: ThreadStore, clock: FakeClock
 ) -> None:
-    await lost_start(store)
+    await seed_run(store)  # its start message was never sent
     outbox = Outbox()
     for _ in range(4):
         run = await store.get_run("r1")
@@ -261,7 +249,7 @@ async def test_progress_between_rescues_starts_the_count_afresh(
 async def test_an_sqs_outage_never_counts_against_a_run(
     store: ThreadStore, clock: FakeClock
 ) -> None:
-    await lost_start(store)
+    await seed_run(store)  # its start message was never sent
     sweeper = sweep_store(store)
     for _ in range(5):
         clock.advance(GRACE)
@@ -275,7 +263,7 @@ async def test_an_sqs_outage_never_counts_against_a_run(
 async def test_a_crashed_worker_s_run_is_rescued_only_after_its_lease_and_the_grace(
     store: ThreadStore, clock: FakeClock
 ) -> None:
-    await lost_start(store)
+    await seed_run(store)  # its start message was never sent
     await store.claim_run("r1", worker="died", lease_seconds=60)
     sweeper = sweep_store(store)
     clock.advance(60 + GRACE - 1)
