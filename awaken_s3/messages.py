@@ -85,15 +85,17 @@ KeptBlock = Annotated[
     ThinkingBlock | RedactedThinkingBlock | ProviderBlock, Field(discriminator="type")
 ]
 
-ContentBlock = Annotated[
+#: every kind of block a message holds; the adapters match on it to build their wire blocks
+AnyBlock = (
     TextBlock
     | ToolUseBlock
     | ToolResultBlock
     | ThinkingBlock
     | RedactedThinkingBlock
-    | ProviderBlock,
-    Field(discriminator="type"),
-]
+    | ProviderBlock
+)
+
+ContentBlock = Annotated[AnyBlock, Field(discriminator="type")]
 
 
 class Message(BaseModel):

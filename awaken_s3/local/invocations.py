@@ -11,17 +11,10 @@ from awaken_s3.local.batch_response import Outcome
 from awaken_s3.local.sqs_events import QueueRecord
 
 
-@dataclass(frozen=True)
-class BusyWorker:
-    """A container running an invocation right now."""
+class _HoldsRecords:
+    """The ids and bodies of the queue records an invocation was given."""
 
-    pid: int
-    request_id: str
-    log_stream_name: str
     records: tuple[QueueRecord, ...]
-    #: Unix time the invocation started, and its deadline
-    started_at: float
-    deadline_at: float
 
     @property
     def message_ids(self) -> tuple[str, ...]:
@@ -33,7 +26,20 @@ class BusyWorker:
 
 
 @dataclass(frozen=True)
-class InvocationResult:
+class BusyWorker(_HoldsRecords):
+    """A container running an invocation right now."""
+
+    pid: int
+    request_id: str
+    log_stream_name: str
+    records: tuple[QueueRecord, ...]
+    #: Unix time the invocation started, and its deadline
+    started_at: float
+    deadline_at: float
+
+
+@dataclass(frozen=True)
+class InvocationResult(_HoldsRecords):
     """One finished invocation and what became of its records."""
 
     request_id: str
@@ -53,14 +59,6 @@ class InvocationResult:
     #: Unix time the invocation started; seconds it took (cold start included)
     started_at: float
     duration: float
-
-    @property
-    def message_ids(self) -> tuple[str, ...]:
-        return tuple(r.message_id for r in self.records)
-
-    @property
-    def bodies(self) -> tuple[str, ...]:
-        return tuple(r.body for r in self.records)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from awaken_s3.messages import (
+    AnyBlock,
     Message,
-    ProviderBlock,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -45,17 +45,8 @@ from awaken_s3.streaming.provider import ModelRequest
 PROVIDER = "anthropic"
 _log = logging.getLogger("awaken_s3.providers")
 
-_Block = (
-    TextBlock
-    | ToolUseBlock
-    | ToolResultBlock
-    | ThinkingBlock
-    | RedactedThinkingBlock
-    | ProviderBlock
-)
 
-
-def _block(block: _Block) -> dict[str, Any] | None:
+def _block(block: AnyBlock) -> dict[str, Any] | None:
     if isinstance(block, TextBlock):
         # The API rejects empty text blocks.
         return {"type": "text", "text": block.text} if block.text else None

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from awaken_s3.messages import (
+    AnyBlock,
     Message,
-    ProviderBlock,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -41,17 +41,8 @@ from awaken_s3.streaming.events import (
 )
 from awaken_s3.streaming.provider import ModelRequest
 
-_Block = (
-    TextBlock
-    | ToolUseBlock
-    | ToolResultBlock
-    | ThinkingBlock
-    | RedactedThinkingBlock
-    | ProviderBlock
-)
 
-
-def _block(block: _Block) -> dict[str, Any] | None:
+def _block(block: AnyBlock) -> dict[str, Any] | None:
     if isinstance(block, TextBlock):
         # Converse rejects blank text blocks.
         return {"text": block.text} if block.text else None
