@@ -39,6 +39,11 @@ def main() -> int:
     parser.add_argument("--kill-p", type=float, default=SoakConfig.kill_p)
     parser.add_argument("--lease", type=float, default=SoakConfig.lease_seconds)
     parser.add_argument("--time-limit", type=float, default=1800.0)
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="keep each round's work folder (worker logs, kills, effects) under this folder",
+    )
     args = parser.parse_args()
 
     base = SoakConfig(
@@ -53,8 +58,13 @@ def main() -> int:
     reports: list[SoakReport] = []
     for round_ in range(args.rounds):
         config = replace(base, seed=args.seed + round_)
-        with tempfile.TemporaryDirectory(prefix="awaken-soak-") as workdir:
-            report = run_soak(config, Path(workdir))
+        if args.keep is not None:
+            workdir = args.keep / f"round-{round_ + 1}-seed-{config.seed}"
+            workdir.mkdir(parents=True, exist_ok=True)
+            report = run_soak(config, workdir)
+        else:
+            with tempfile.TemporaryDirectory(prefix="awaken-soak-") as tmp:
+                report = run_soak(config, Path(tmp))
         reports.append(report)
         print(f"\n== round {round_ + 1}/{args.rounds} (seed {config.seed})", flush=True)
         print(report.summary(), flush=True)
