@@ -71,9 +71,10 @@ async def survey(
     *,
     now: datetime,
     max_age: timedelta | None = None,
+    modified_before: datetime | None = None,
 ) -> AsyncIterator[Verdict]:
-    """A verdict for every checkpoint in the store."""
-    async for run_id in checkpoints.list_run_ids():
+    """A verdict for every checkpoint in the store (written before ``modified_before``)."""
+    async for run_id in checkpoints.list_run_ids(modified_before=modified_before):
         checkpoint: StreamCheckpoint | None = None
         version: str | None = None
         newer: int | None = None
@@ -124,6 +125,32 @@ async def clean(
     """Survey the store, then delete every stale checkpoint."""
     verdicts = [v async for v in survey(checkpoints, threads, now=now, max_age=max_age)]
     return await delete_stale(checkpoints, verdicts, dry_run=dry_run)
+
+
+async def clean_leftovers(
+    checkpoints: ListableCheckpointStore,
+    threads: RunStore,
+    *,
+    now: datetime,
+    quiet_for: timedelta,
+    limit: int = 200,
+) -> list[Cleaned]:
+    """The sweeper's share of the clean-up: delete the checkpoints of runs that ended (or
+    whose turn was committed, or that are corrupt or have no run), among the objects nobody
+    wrote for ``quiet_for``; at most ``limit`` verdicts per call.
+
+    This is what makes "no checkpoint outlives its run" hold whatever happened to the
+    worker: a kill between the final commit and its delete whose queue record then ran out
+    of receives, a failed run, a cancel, an abandoned run, a zombie's write after the end.
+    Live runs are never touched (no ``max_age``): a checkpoint written within ``quiet_for``
+    is not even read, so a sweep costs one listing plus two reads per quiet object.
+    """
+    verdicts: list[Verdict] = []
+    async for verdict in survey(checkpoints, threads, now=now, modified_before=now - quiet_for):
+        verdicts.append(verdict)
+        if len(verdicts) >= limit:
+            break
+    return await delete_stale(checkpoints, verdicts)
 
 
 async def delete_stale(

@@ -1,6 +1,8 @@
-"""The scheduled sweeper's Lambda wiring: re-sends runs that nobody drives.
+"""The scheduled sweeper's Lambda wiring: re-sends runs that nobody drives, and deletes the
+checkpoints that outlived their runs.
 
-The rules are :mod:`awaken_s3.service.sweeper`; ``handlers/sweeper.py`` is the entry point.
+The rules are :mod:`awaken_s3.service.sweeper` and :func:`awaken_s3.maintenance.clean_leftovers`;
+``handlers/sweeper.py`` is the entry point.
 
 Invoked by an EventBridge schedule (template.yaml), one invocation at a time (reserved
 concurrency 1, so two sweeps never overlap). The event's content is not used.
@@ -23,6 +25,7 @@ from awaken_s3.service.wiring import warm_runtime
 from awaken_s3.settings import StorageSettings
 
 if TYPE_CHECKING:
+    from awaken_s3.maintenance import Cleaned
     from awaken_s3.service.queue import RunMessage
     from awaken_s3.service.sweeper import SweepReport
 
@@ -53,6 +56,23 @@ async def run_sweep(storage: StorageSettings, settings: SweeperSettings) -> Swee
     )
 
 
+async def run_leftover_clean(storage: StorageSettings, settings: SweeperSettings) -> list[Cleaned]:
+    """Delete the checkpoints of ended runs that nobody deleted (see
+    :func:`awaken_s3.maintenance.clean_leftovers`); quiet for one sweep grace first."""
+    from datetime import UTC, datetime, timedelta
+
+    from awaken_s3.maintenance import clean_leftovers
+
+    services = await warm_runtime().services(storage)
+    return await clean_leftovers(
+        services.checkpoints,
+        services.threads,
+        now=datetime.now(UTC),
+        quiet_for=timedelta(seconds=storage.sweep_grace),
+        limit=settings.batch,
+    )
+
+
 def _count(name: str, value: int) -> None:
     if value:
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
@@ -61,13 +81,17 @@ def _count(name: str, value: int) -> None:
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(raise_on_empty_metrics=False)
 def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    report = warm_runtime().run(
-        run_sweep(StorageSettings.from_env(need_queue=True), SweeperSettings.from_env())
-    )
+    storage, settings = StorageSettings.from_env(need_queue=True), SweeperSettings.from_env()
+    report = warm_runtime().run(run_sweep(storage, settings))
     _count("RunsRescued", report.rescued)
     _count("RunsRescuedRepeatedly", report.rescued_repeatedly)
     _count("RunsAbandoned", report.abandoned)
     _count("RescueSendFailures", report.send_failures)
+    # After the rescues: a run abandoned just now has its checkpoint deleted a sweep later,
+    # once its object has been quiet for a grace.
+    leftovers = _clean_leftovers(storage, settings)
+    deleted = sum(1 for cleaned in leftovers if cleaned.action == "deleted")
+    _count("LeftoverCheckpointsDeleted", deleted)
     summary = {
         "examined": report.examined,
         "rescued": report.rescued,
@@ -75,9 +99,30 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "abandoned": report.abandoned,
         "skipped": report.skipped,
         "send_failures": report.send_failures,
+        "leftovers_deleted": deleted,
     }
     logger.info("sweep done", extra={**summary, "rescued_runs": report.rescued_runs[:20]})
     return summary
+
+
+def _clean_leftovers(storage: StorageSettings, settings: SweeperSettings) -> list[Cleaned]:
+    from awaken_s3.errors import StreamCheckpointError
+    from awaken_s3.threads.errors import ThreadStoreError
+
+    try:
+        cleaned = warm_runtime().run(run_leftover_clean(storage, settings))
+    except (StreamCheckpointError, ThreadStoreError) as exc:
+        # The rescues above are what keeps runs alive; a failed clean-up is retried next minute.
+        logger.warning("leftover checkpoint clean-up failed", extra={"error": str(exc)})
+        _count("LeftoverCleanFailures", 1)
+        return []
+    for item in cleaned:
+        if item.action == "deleted":
+            logger.info(
+                "deleted a checkpoint that outlived its run",
+                extra={"run_id": item.verdict.run_id, "reason": item.verdict.stale},
+            )
+    return cleaned
 
 
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

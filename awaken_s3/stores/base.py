@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from awaken_s3.models import StoredCheckpoint, StreamCheckpoint
@@ -37,8 +38,9 @@ class ListableCheckpointStore(StreamCheckpointStore, Protocol):
     Not part of the streaming path: a worker only ever addresses its own run.
     """
 
-    def list_run_ids(self) -> AsyncIterator[str]:
-        """Run ids that have a checkpoint, in no promised order.
+    def list_run_ids(self, *, modified_before: datetime | None = None) -> AsyncIterator[str]:
+        """Run ids that have a checkpoint, in no promised order; with ``modified_before``,
+        only those whose object was last written before that instant.
 
         Objects whose names are not a valid run id's are skipped: they are not ours.
         """

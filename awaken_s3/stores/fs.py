@@ -26,6 +26,7 @@ import re
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Final, TypeVar
@@ -142,9 +143,21 @@ class FsStreamCheckpointStore:
         validate_run_id(run_id)
         await self._run("delete", run_id, lambda: self._delete(run_id, expected_version))
 
-    async def list_run_ids(self) -> AsyncIterator[str]:
-        names = await self._run("list", None, lambda: sorted(os.listdir(self.directory)))
-        for name in names:
+    async def list_run_ids(self, *, modified_before: datetime | None = None) -> AsyncIterator[str]:
+        cutoff = None if modified_before is None else modified_before.timestamp()
+
+        def names() -> list[str]:
+            found = sorted(os.listdir(self.directory))
+            if cutoff is None:
+                return found
+            older = []
+            for name in found:
+                with contextlib.suppress(FileNotFoundError):  # deleted since it was listed
+                    if os.stat(os.path.join(self.directory, name)).st_mtime < cutoff:
+                        older.append(name)
+            return older
+
+        for name in await self._run("list", None, names):
             if not name.endswith(SUFFIX):
                 continue
             try:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 
 from awaken_s3.errors import CheckpointFenced
 from awaken_s3.ids import validate_run_id
@@ -24,8 +26,16 @@ class InMemoryStreamCheckpointStore:
     as they do against S3.
     """
 
-    def __init__(self, *, max_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES) -> None:
+    def __init__(
+        self,
+        *,
+        max_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._objects: dict[str, tuple[bytes, str]] = {}
+        #: Unix time each object was last written (S3's LastModified)
+        self._written: dict[str, float] = {}
+        self._clock = clock
         self._counter = itertools.count(1)
         self._lock = asyncio.Lock()
         self._max_bytes = max_bytes
@@ -55,6 +65,7 @@ class InMemoryStreamCheckpointStore:
                 )
             version = f"m{next(self._counter)}"
             self._objects[run_id] = (body, version)
+            self._written[run_id] = self._clock()
             return version
 
     async def delete(self, run_id: str, *, expected_version: str | None = None) -> None:
@@ -69,13 +80,17 @@ class InMemoryStreamCheckpointStore:
                     run_id=run_id,
                 )
             del self._objects[run_id]
+            self._written.pop(run_id, None)
 
-    async def list_run_ids(self) -> AsyncIterator[str]:
+    async def list_run_ids(self, *, modified_before: datetime | None = None) -> AsyncIterator[str]:
+        cutoff = None if modified_before is None else modified_before.timestamp()
         for run_id in sorted(self._objects):
-            yield run_id
+            if cutoff is None or self._written.get(run_id, 0.0) < cutoff:
+                yield run_id
 
     # Test hooks: plant raw bytes, as a foreign or corrupted writer would.
     def put_raw(self, run_id: str, body: bytes) -> str:
         version = f"m{next(self._counter)}"
         self._objects[run_id] = (body, version)
+        self._written[run_id] = self._clock()
         return version

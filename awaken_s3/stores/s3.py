@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
@@ -181,13 +182,17 @@ class S3StreamCheckpointStore:
             except _TRANSPORT_ERRORS as exc:
                 raise self._failure("delete", run_id, exc) from exc
 
-    async def list_run_ids(self) -> AsyncIterator[str]:
-        """Run ids with a checkpoint under the prefix (paginated ``ListObjectsV2``)."""
+    async def list_run_ids(self, *, modified_before: datetime | None = None) -> AsyncIterator[str]:
+        """Run ids with a checkpoint under the prefix (paginated ``ListObjectsV2``); with
+        ``modified_before``, only objects last written before then (the listing carries
+        ``LastModified``, so nothing more is read to filter)."""
         client = await self._get_client()
         paginator = client.get_paginator("list_objects_v2")
         try:
             async for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix):
                 for item in page.get("Contents", ()):
+                    if modified_before is not None and item["LastModified"] >= modified_before:
+                        continue
                     run_id = proto.run_id_from_key(self.prefix, item["Key"])
                     if run_id is not None:
                         yield run_id

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from awaken_s3.models import StreamCheckpoint
 from awaken_s3.service.queue import RunMessage
 from awaken_s3.service.sweeper import ABANDONED, Abandon, Rescue, Skip, judge
 from awaken_s3.service.wiring import Services
@@ -115,3 +116,39 @@ def test_a_run_whose_start_message_was_lost_is_rescued_and_completes(
     # Nothing left for the next sweep.
     summary = sweeper_handler.lambda_handler(SCHEDULED, FakeContext().lambda_context)
     assert summary["examined"] == 0
+
+
+def test_a_checkpoint_that_outlived_its_run_is_deleted_by_the_next_sweep(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A worker killed between the final commit and its delete, whose queue record then ran out
+    # of receives: the run is completed, its checkpoint stays, and no message will ever come.
+    monkeypatch.setenv("AWAKEN_SWEEP_GRACE_SECONDS", "0.01")
+
+    async def leave_one_behind(services: Services) -> None:
+        await seed_run(services.threads, "r1", thread_id="t1", settings=RunSettings(model="m"))
+        await seed_run(services.threads, "r2", thread_id="t2", settings=RunSettings(model="m"))
+        for run_id, thread_id in (("r1", "t1"), ("r2", "t2")):
+            run = await services.threads.claim_run(run_id, worker="w", lease_seconds=60)
+            partial = StreamCheckpoint(
+                run_id=run_id,
+                thread_id=thread_id,
+                model="m",
+                turn=0,
+                partial_text="half a turn",
+                epoch=run.lease.epoch,
+                writer="w",
+            )
+            await services.checkpoints.put(partial, expected_version=None)
+        await services.threads.finish_run("r1", worker="w", epoch=1, status=RunStatus.COMPLETED)
+
+    aws.run(leave_one_behind)
+    summary = sweeper_handler.lambda_handler(SCHEDULED, FakeContext().lambda_context)
+    assert summary["leftovers_deleted"] == 1
+    assert emf_metrics(capsys.readouterr().out)["LeftoverCheckpointsDeleted"] == 1
+
+    async def left(services: Services) -> list[str]:
+        return sorted([run_id async for run_id in services.checkpoints.list_run_ids()])
+
+    # r2 is still running: its checkpoint is what its next worker resumes from.
+    assert aws.run(left) == ["r2"]

@@ -270,9 +270,22 @@ def test_the_sweeper_runs_alone_every_minute_with_only_what_it_needs(deployed: D
         "dynamodb:GetItem": {"<ThreadTable.Arn>"},
         "dynamodb:UpdateItem": {"<ThreadTable.Arn>"},
         "sqs:SendMessage": {"<RunQueue.Arn>"},
+        # Leftover checkpoints: read and deleted, never written; listed under the prefix only.
+        "s3:GetObject": {"<CheckpointBucket.Arn>/checkpoints/*"},
+        "s3:DeleteObject": {"<CheckpointBucket.Arn>/checkpoints/*"},
+        "s3:ListBucket": {"<CheckpointBucket.Arn>"},
         "logs:CreateLogStream": {"<SweeperLogGroup.Arn>"},
         "logs:PutLogEvents": {"<SweeperLogGroup.Arn>"},
     }
+    (listing,) = [
+        st for st in _statements(resources, "SweeperRole") if st["Action"] == "s3:ListBucket"
+    ]
+    assert listing["Condition"] == {"StringLikeIfExists": {"s3:prefix": "checkpoints/*"}}
+    with_key = _granted(
+        deployed(BucketKmsKeyArn="arn:aws:kms:us-east-1:123456789012:key/k"), "SweeperRole"
+    )
+    assert with_key["kms:Decrypt"] == {"arn:aws:kms:us-east-1:123456789012:key/k"}
+    assert "kms:GenerateDataKey" not in with_key
 
 
 def test_runs_the_sweeper_keeps_rescuing_or_abandons_raise_alarms(deployed: Deployed) -> None:

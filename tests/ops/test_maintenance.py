@@ -13,6 +13,7 @@ from awaken_s3.maintenance import (
     KEPT_UNKNOWN_VERSION,
     Verdict,
     clean,
+    clean_leftovers,
     delete_stale,
     stale_reason,
     survey,
@@ -21,6 +22,7 @@ from awaken_s3.models import StreamCheckpoint, encode_checkpoint
 from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
 from awaken_s3.threads.memory import InMemoryThreadStore
 from awaken_s3.threads.models import RunState, RunStatus
+from tests.fixtures.clock import FakeClock
 from tests.fixtures.runs import run_state
 from tests.ops.world import seed_ended_and_live
 
@@ -153,3 +155,38 @@ async def test_a_checkpoint_from_a_newer_build_is_left_alone_and_reported(
     assert actions["broken"] == "deleted"
     assert "orphan" in [r async for r in store.list_run_ids()]
     assert any("schema_version 7" in r.getMessage() for r in caplog.records)
+
+
+async def test_the_sweeper_deletes_what_outlived_its_run_once_it_has_been_quiet() -> None:
+    clock = FakeClock(NOW.timestamp())
+    threads = InMemoryThreadStore()
+    await seed_ended_and_live(threads)
+    store = InMemoryStreamCheckpointStore(clock=clock)
+    await store.put(checkpoint("done"), expected_version=None)  # the run ended meanwhile
+    await store.put(checkpoint("live"), expected_version=None)  # a run still going
+    clock.advance(60)
+    await store.put(checkpoint("orphan"), expected_version=None)  # written just now
+    quiet = timedelta(seconds=30)
+    now = datetime.fromtimestamp(clock(), UTC)
+
+    cleaned = await clean_leftovers(store, threads, now=now, quiet_for=quiet)
+    # "orphan" has no run, but it was written within the quiet period: not even read yet.
+    assert [(c.verdict.run_id, c.action) for c in cleaned] == [("done", "deleted")]
+    assert sorted([r async for r in store.list_run_ids()]) == ["live", "orphan"]
+
+    clock.advance(60)
+    later = datetime.fromtimestamp(clock(), UTC)
+    cleaned = await clean_leftovers(store, threads, now=later, quiet_for=quiet)
+    assert [(c.verdict.run_id, c.action) for c in cleaned] == [("orphan", "deleted")]
+    # A live run's checkpoint is never touched, however long it has been quiet.
+    assert [r async for r in store.list_run_ids()] == ["live"]
+
+
+async def test_one_sweep_judges_at_most_its_limit() -> None:
+    threads = InMemoryThreadStore()
+    store = InMemoryStreamCheckpointStore(clock=lambda: 0.0)
+    for n in range(5):
+        await store.put(checkpoint(f"orphan-{n}"), expected_version=None)
+    first = await clean_leftovers(store, threads, now=NOW, quiet_for=timedelta(0), limit=2)
+    assert len(first) == 2
+    assert len([r async for r in store.list_run_ids()]) == 3

@@ -12,7 +12,10 @@ Faults, all seeded by ``SoakConfig.seed``:
   object planted where a checkpoint lives; a valid partial of the current turn planted with
   an epoch the run never had (what a point-in-time restore of the table leaves behind);
 * the sweeper, run every few seconds, re-sends runs whose messages went to the dead-letter
-  queue (a record killed ``maxReceiveCount`` times) and would fail runs that never move.
+  queue (a record killed ``maxReceiveCount`` times) and would fail runs that never move, and
+  deletes checkpoints that outlived their runs once they have been quiet for its grace (a
+  record that ran out of receives after its worker was killed between the final commit and
+  the delete leaves one); it runs once more, a grace after the last run ended.
 
 Checked per run: it completed; every turn is committed exactly once and is the scripted
 whole turn; no incomplete tool call ran; the non-idempotent tool ran at most once (and a
@@ -33,6 +36,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,7 @@ import aioboto3
 
 from awaken_s3.errors import StreamCheckpointError
 from awaken_s3.local.event_source import FunctionConfig, SqsEventSource
+from awaken_s3.maintenance import clean_leftovers
 from awaken_s3.messages import Message, ToolResultBlock, ToolUseBlock
 from awaken_s3.models import StreamCheckpoint, encode_checkpoint
 from awaken_s3.runtime.tools import OUTCOME_UNKNOWN
@@ -276,6 +281,7 @@ class Soak:
         self,
         source: SqsEventSource,
         threads: DynamoThreadStore,
+        checkpoints: S3StreamCheckpointStore,
         s3: Any,
         sqs: Any,
         queue_url: str,
@@ -292,6 +298,10 @@ class Soak:
                 await self.refresh_ended(threads)
                 if not self.live_runs():
                     await self.drain(source, sqs, queue_url, deadline)
+                    # What the deployed sweeper does a minute later: anything still left
+                    # once it has been quiet for the grace outlived its run.
+                    await asyncio.sleep(self.config.sweep_grace)
+                    await self.clean_leftovers(threads, checkpoints)
                     return
             live = self.live_runs()
             if self.due(self.config.external_kill_every, tick):
@@ -317,6 +327,7 @@ class Soak:
             if now >= next_sweep:
                 next_sweep = now + self.config.sweep_every
                 await self.sweep_once(threads, sqs, queue_url)
+                await self.clean_leftovers(threads, checkpoints)
 
     async def drain(
         self, source: SqsEventSource, sqs: Any, queue_url: str, deadline: float
@@ -383,6 +394,19 @@ class Soak:
             threads, send, now=time.time(), max_rescues=5, grace=self.config.sweep_grace
         )
         self.report.rescues += swept.rescued
+
+    async def clean_leftovers(
+        self, threads: DynamoThreadStore, checkpoints: S3StreamCheckpointStore
+    ) -> None:
+        cleaned = await clean_leftovers(
+            checkpoints,
+            threads,
+            now=datetime.now(UTC),
+            quiet_for=timedelta(seconds=self.config.sweep_grace),
+        )
+        for item in cleaned:
+            if item.action == "deleted":
+                self.report.actions["leftovers_the_sweeper_deleted"] += 1
 
     async def refresh_ended(self, threads: DynamoThreadStore) -> None:
         for run_id in self.live_runs():
@@ -491,7 +515,7 @@ class Soak:
                     poll_interval=0.1,
                 )
                 async with source:
-                    await self.chaos(source, threads, s3, sqs, queue_url)
+                    await self.chaos(source, threads, checkpoints, s3, sqs, queue_url)
                 for result in source.results():
                     self.report.invocations[result.outcome] += 1
                 await self.check(threads, checkpoints)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -221,6 +222,19 @@ async def test_listing_names_every_checkpointed_run_once(backend: Backend) -> No
     await backend.plant("run-d", b"garbage")
     listed = [run_id async for run_id in store.list_run_ids()]
     assert sorted(listed) == ["run-a", "run-b", "run-d"]
+
+
+async def test_listing_can_leave_out_objects_written_lately(backend: Backend) -> None:
+    # The sweeper reads only checkpoints nobody wrote for a while: a live turn's object is
+    # not even opened. An hour either side: the server's clock, not the test's, stamps them.
+    store = backend.store
+    assert isinstance(store, ListableCheckpointStore)
+    await store.put(make_checkpoint("run-a"), expected_version=None)
+    await backend.plant("run-b", b"garbage")
+    now = datetime.now(UTC)
+    later = [r async for r in store.list_run_ids(modified_before=now + timedelta(hours=1))]
+    assert sorted(later) == ["run-a", "run-b"]
+    assert [r async for r in store.list_run_ids(modified_before=now - timedelta(hours=1))] == []
 
 
 BAD_RUN_IDS = ["../escape", "a/b", "", "x" * 129, ".hidden", "run 1", "ünï", "a\x00b", "a.json"]
