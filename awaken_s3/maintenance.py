@@ -13,7 +13,8 @@ resume from it.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
+from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -72,7 +73,7 @@ async def survey(
     now: datetime,
     max_age: timedelta | None = None,
     modified_before: datetime | None = None,
-) -> AsyncIterator[Verdict]:
+) -> AsyncGenerator[Verdict, None]:
     """A verdict for every checkpoint in the store (written before ``modified_before``)."""
     async for run_id in checkpoints.list_run_ids(modified_before=modified_before):
         checkpoint: StreamCheckpoint | None = None
@@ -146,10 +147,14 @@ async def clean_leftovers(
     is not even read, so a sweep costs one listing plus two reads per quiet object.
     """
     verdicts: list[Verdict] = []
-    async for verdict in survey(checkpoints, threads, now=now, modified_before=now - quiet_for):
-        verdicts.append(verdict)
-        if len(verdicts) >= limit:
-            break
+    # Closed on the way out: leaving at the limit must not leave the listing open.
+    async with aclosing(
+        survey(checkpoints, threads, now=now, modified_before=now - quiet_for)
+    ) as found:
+        async for verdict in found:
+            verdicts.append(verdict)
+            if len(verdicts) >= limit:
+                break
     return await delete_stale(checkpoints, verdicts)
 
 
