@@ -659,10 +659,17 @@ class _Drive:
             )
         except LeaseLost as exc:
             return await self.fenced(str(exc), may_suspend=False)
+        await self.tidy_after_end()
         if run.status == RunStatus.CANCELLED:
             return self.result(RunEnd.CANCELLED, run)
         end = RunEnd.COMPLETED if run.status == RunStatus.COMPLETED else RunEnd.FAILED
         return self.result(end, run, error=run.error)
+
+    async def tidy_after_end(self) -> None:
+        """The run ended without a final commit (failed, cancelled): a partial turn saved
+        before is of no use to anyone now. Deleted at the version read; when that fails the
+        record is kept, and the sweeper deletes whatever is still there after its grace."""
+        self.checkpoint_left = await _clean_leftover(self.loop.checkpoints, self.run_id)
 
     @property
     def progressed(self) -> bool:
@@ -686,6 +693,7 @@ class _Drive:
         except LeaseLost as exc:
             return await self.fenced(str(exc), may_suspend=False)
         if run.status == RunStatus.CANCELLED:
+            await self.tidy_after_end()
             return self.result(RunEnd.CANCELLED, run)
         log.info("run %s: suspended after %d turns", self.run_id, self.turns)
         return self.result(RunEnd.SUSPENDED, run)

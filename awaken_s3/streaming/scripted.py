@@ -17,6 +17,7 @@ A script that ends without a fault just ends, like a clean stream.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -52,7 +53,8 @@ class Fail:
 
 @dataclass(frozen=True)
 class Hook:
-    #: its return value is ignored
+    #: run at that point of the stream; awaited when it returns an awaitable (a store write
+    #: a test makes mid-stream), otherwise its return value is ignored
     action: Callable[[], object]
 
 
@@ -98,7 +100,9 @@ class ScriptedProvider:
         sent = 0
         for step in script:
             if isinstance(step, Hook):
-                step.action()
+                outcome = step.action()
+                if inspect.isawaitable(outcome):
+                    await outcome
                 continue
             if isinstance(step, Drop):
                 raise ConnectionDropped(step.message, provider=self.name)

@@ -380,3 +380,36 @@ async def test_a_fence_nobody_can_confirm_leaves_no_run_state_to_trust(
     assert (result.end, result.run) == (RunEnd.FENCED, None)
     kept = disposition(result, now=clock(), lease_seconds=LEASE)
     assert (kept.action, kept.delay) == (Action.RETRY, RETRY_SOON)
+
+
+async def test_a_run_that_fails_mid_turn_leaves_no_partial_behind(
+    threads: ThreadStore, checkpoints: StreamCheckpointStore, make_loop: LoopFactory
+) -> None:
+    # The saved partial is of no use once the run has failed: nobody will resume it.
+    from awaken_s3.streaming.errors import ContextOverflow
+    from awaken_s3.streaming.scripted import Fail
+
+    await seed_run(threads, prompt=PROMPT)
+    model = ScriptedProvider(
+        [[*text_deltas(ANSWER[:30]), Fail(ContextOverflow("prompt is too long", status=400))]]
+    )
+    result = await make_loop(model, no_tools()).run("r1")
+    assert result.end == RunEnd.FAILED and not result.checkpoint_left
+    assert (await threads.get_run("r1")).status == RunStatus.FAILED
+    assert await checkpoints.get("r1") is None
+
+
+async def test_a_run_cancelled_mid_turn_leaves_no_partial_behind(
+    threads: ThreadStore, checkpoints: StreamCheckpointStore, make_loop: LoopFactory
+) -> None:
+    await seed_run(threads, prompt=PROMPT)
+
+    async def cancel() -> None:
+        await threads.cancel_run("r1")
+
+    model = ScriptedProvider(
+        [[*text_deltas(ANSWER[:30]), Hook(cancel), *text_deltas(ANSWER[30:]), finish()]]
+    )
+    result = await make_loop(model, no_tools()).run("r1")
+    assert result.end == RunEnd.CANCELLED and not result.checkpoint_left
+    assert await checkpoints.get("r1") is None
