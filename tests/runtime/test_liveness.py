@@ -408,7 +408,7 @@ async def test_a_run_cancelled_mid_turn_leaves_no_partial_behind(
         await threads.cancel_run("r1")
 
     model = ScriptedProvider(
-        [[*text_deltas(ANSWER[:30]), Hook(cancel), *text_deltas(ANSWER[30:]), finish()]]
+        [[*text_deltas(ANSWER[:30]), Hook(cancel), *text_deltas(ANSWER[30:]), *finish()]]
     )
     result = await make_loop(model, no_tools()).run("r1")
     assert result.end == RunEnd.CANCELLED and not result.checkpoint_left
