@@ -160,6 +160,7 @@ def test_the_dashboard_shows_the_run_lifecycle_at_a_glance(deployed: Deployed) -
             "CheckpointFenced",
             "ResumeDelay",
             "RunsRescued",
+            "LeftoverCheckpointsDeleted",
             "ToolCallsRefused",
         )
     }
