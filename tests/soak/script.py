@@ -84,10 +84,14 @@ def script_for(seed: int, prefill: bool) -> RunScript:
         calls = []
         for n in range(rng.randint(1, 3)):  # parallel tool calls
             name = rng.choice((ADD, LOOKUP))
+            # Each call's arguments are unique in the whole soak: the checker counts a tool's
+            # effects by its arguments (a tool never sees its call id), and two runs drawing
+            # the same key once made one run's lookup count as another's dropped call.
+            unique = (seed * 10 + turn) * 10 + n
             call_input: dict[str, Any] = (
-                {"a": rng.randint(0, 999), "b": rng.randint(0, 999)}
+                {"a": unique * 1000 + rng.randint(0, 999), "b": rng.randint(0, 999)}
                 if name == ADD
-                else {"key": f"k{rng.randint(0, 99)}-{'v' * rng.randint(0, 40)}"}
+                else {"key": f"k{unique}-{rng.randint(0, 99)}-{'v' * rng.randint(0, 40)}"}
             )
             calls.append(ToolCallSpec(f"s{seed}-t{turn}-c{n}", name, call_input))
         turns.append(TurnSpec(text, tuple(calls)))
