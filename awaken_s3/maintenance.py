@@ -13,8 +13,8 @@ resume from it.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Iterable
-from contextlib import aclosing
+import random
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -72,32 +72,43 @@ async def survey(
     *,
     now: datetime,
     max_age: timedelta | None = None,
-    modified_before: datetime | None = None,
-) -> AsyncGenerator[Verdict, None]:
-    """A verdict for every checkpoint in the store (written before ``modified_before``)."""
-    async for run_id in checkpoints.list_run_ids(modified_before=modified_before):
-        checkpoint: StreamCheckpoint | None = None
-        version: str | None = None
-        newer: int | None = None
-        try:
-            stored = await checkpoints.get(run_id)
-        except CheckpointCorrupt as exc:
-            version = exc.version
-        except CheckpointSchemaUnsupported as exc:
-            version, newer = exc.version, exc.schema_version
-        else:
-            if stored is None:  # deleted since it was listed
-                continue
-            checkpoint, version = stored.checkpoint, stored.version
-        try:
-            run: RunState | None = await threads.get_run(run_id)
-        except RunNotFound:
-            run = None
-        # This build cannot judge what a newer one wrote: it is never called stale.
-        stale = (
-            None if newer is not None else stale_reason(checkpoint, run, now=now, max_age=max_age)
-        )
-        yield Verdict(run_id, version, checkpoint, run, stale, newer_schema=newer)
+) -> AsyncIterator[Verdict]:
+    """A verdict for every checkpoint in the store."""
+    async for run_id in checkpoints.list_run_ids():
+        verdict = await judge_checkpoint(checkpoints, threads, run_id, now=now, max_age=max_age)
+        if verdict is not None:
+            yield verdict
+
+
+async def judge_checkpoint(
+    checkpoints: StreamCheckpointStore,
+    threads: RunStore,
+    run_id: str,
+    *,
+    now: datetime,
+    max_age: timedelta | None = None,
+) -> Verdict | None:
+    """The verdict on ``run_id``'s checkpoint as it is stored now; None when it is gone."""
+    checkpoint: StreamCheckpoint | None = None
+    version: str | None = None
+    newer: int | None = None
+    try:
+        stored = await checkpoints.get(run_id)
+    except CheckpointCorrupt as exc:
+        version = exc.version
+    except CheckpointSchemaUnsupported as exc:
+        version, newer = exc.version, exc.schema_version
+    else:
+        if stored is None:  # deleted since it was listed
+            return None
+        checkpoint, version = stored.checkpoint, stored.version
+    try:
+        run: RunState | None = await threads.get_run(run_id)
+    except RunNotFound:
+        run = None
+    # This build cannot judge what a newer one wrote: it is never called stale.
+    stale = None if newer is not None else stale_reason(checkpoint, run, now=now, max_age=max_age)
+    return Verdict(run_id, version, checkpoint, run, stale, newer_schema=newer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,27 +145,29 @@ async def clean_leftovers(
     *,
     now: datetime,
     quiet_for: timedelta,
-    limit: int = 200,
+    limit: int = 500,
+    rng: random.Random | None = None,
 ) -> list[Cleaned]:
     """The sweeper's share of the clean-up: delete the checkpoints of runs that ended (or
     whose turn was committed, or that are corrupt or have no run), among the objects nobody
-    wrote for ``quiet_for``; at most ``limit`` verdicts per call.
+    wrote for ``quiet_for``.
 
     This is what makes "no checkpoint outlives its run" hold whatever happened to the
     worker: a kill between the final commit and its delete whose queue record then ran out
-    of receives, a failed run, a cancel, an abandoned run, a zombie's write after the end.
-    Live runs are never touched (no ``max_age``): a checkpoint written within ``quiet_for``
-    is not even read, so a sweep costs one listing plus two reads per quiet object.
+    of receives, a cancel while the run waited, an abandoned run, a zombie's write after the
+    end. Live runs are never touched (no ``max_age``). A checkpoint written within
+    ``quiet_for`` is not even read: the listing says when each object was written, so a
+    sweep costs the listing plus two reads per quiet object, at most ``limit`` of them,
+    drawn at random from all the quiet ones so that no leftover waits for good behind
+    checkpoints of runs that are merely waiting in a queue.
     """
-    verdicts: list[Verdict] = []
-    # Closed on the way out: leaving at the limit must not leave the listing open.
-    async with aclosing(
-        survey(checkpoints, threads, now=now, modified_before=now - quiet_for)
-    ) as found:
-        async for verdict in found:
+    quiet = [r async for r in checkpoints.list_run_ids(modified_before=now - quiet_for)]
+    (rng or random.Random()).shuffle(quiet)
+    verdicts = []
+    for run_id in quiet[:limit]:
+        verdict = await judge_checkpoint(checkpoints, threads, run_id, now=now)
+        if verdict is not None:
             verdicts.append(verdict)
-            if len(verdicts) >= limit:
-                break
     return await delete_stale(checkpoints, verdicts)
 
 

@@ -88,6 +88,9 @@ class SweeperSettings:
     max_rescues: int = DEFAULT_MAX_RESCUES
     #: runs examined per invocation (the next invocation picks up the rest)
     batch: int = 100
+    #: quiet checkpoints read per invocation to find those that outlived their runs (a
+    #: random draw each time: none waits for good behind runs merely waiting in a queue)
+    leftover_batch: int = 500
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SweeperSettings:
@@ -95,6 +98,7 @@ class SweeperSettings:
         return cls(
             max_rescues=_count(env, "AWAKEN_SWEEP_MAX_RESCUES", DEFAULT_MAX_RESCUES),
             batch=_count(env, "AWAKEN_SWEEP_BATCH", 100),
+            leftover_batch=_count(env, "AWAKEN_SWEEP_LEFTOVER_BATCH", 500),
         )
 
 

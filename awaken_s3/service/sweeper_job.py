@@ -69,7 +69,7 @@ async def run_leftover_clean(storage: StorageSettings, settings: SweeperSettings
         services.threads,
         now=datetime.now(UTC),
         quiet_for=timedelta(seconds=storage.sweep_grace),
-        limit=settings.batch,
+        limit=settings.leftover_batch,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -18,6 +19,7 @@ from awaken_s3.maintenance import (
     stale_reason,
     survey,
 )
+from awaken_s3.messages import Message
 from awaken_s3.models import StreamCheckpoint, encode_checkpoint
 from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
 from awaken_s3.threads.memory import InMemoryThreadStore
@@ -190,3 +192,30 @@ async def test_one_sweep_judges_at_most_its_limit() -> None:
     first = await clean_leftovers(store, threads, now=NOW, quiet_for=timedelta(0), limit=2)
     assert len(first) == 2
     assert len([r async for r in store.list_run_ids()]) == 3
+
+
+async def test_a_leftover_never_waits_for_good_behind_quiet_live_checkpoints() -> None:
+    # Runs waiting in a queue with a saved partial are quiet too; with more of them than one
+    # sweep reads, a fixed listing order would keep the leftover out of every sweep.
+    threads = InMemoryThreadStore()
+    await seed_ended_and_live(threads)
+    store = InMemoryStreamCheckpointStore(clock=lambda: 0.0)
+    for n in range(9):
+        await store.put(checkpoint(f"a-live-{n}"), expected_version=None)
+        await threads.create_thread(f"waiting-{n}", owner="alice")
+        await threads.create_run(
+            f"a-live-{n}",
+            thread_id=f"waiting-{n}",
+            owner="alice",
+            settings=run().settings,
+            messages=[Message.user("hi")],
+        )
+    await store.put(checkpoint("done"), expected_version=None)  # sorts after every live one
+    draws = random.Random(7)
+    for _ in range(30):
+        await clean_leftovers(store, threads, now=NOW, quiet_for=timedelta(0), limit=3, rng=draws)
+        if "done" not in [r async for r in store.list_run_ids()]:
+            break
+    listed = [r async for r in store.list_run_ids()]
+    assert "done" not in listed
+    assert len(listed) == 9  # every live run's checkpoint is still there
