@@ -30,6 +30,7 @@ from moto.server import ThreadedMotoServer
 
 from awaken_s3.demo.model import ANSWER
 from awaken_s3.demo.settings import BUCKET, CHECKPOINT_PREFIX, LEASE_SECONDS, QUEUE, TABLE
+from awaken_s3.dev.resources import visibility_timeout
 from awaken_s3.local.event_source import FunctionConfig, SqsEventSource
 from awaken_s3.local.ports import free_port
 from awaken_s3.messages import Message
@@ -140,7 +141,7 @@ async def _setup(aws: _Aws) -> str:
             Attributes={
                 "FifoQueue": "true",
                 "ContentBasedDeduplication": "false",
-                "VisibilityTimeout": str(int(WORKER_TIMEOUT) + 30),
+                "VisibilityTimeout": str(visibility_timeout(int(WORKER_TIMEOUT))),
                 "RedrivePolicy": json.dumps(
                     {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "5"}
                 ),

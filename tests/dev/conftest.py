@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ import httpx
 import pytest
 
 from awaken_s3.local.ports import free_port
+from tests.fixtures.processes import eventually_sync, process_gone
 
 ROOT = Path(__file__).resolve().parents[2]
 #: an upper bound only a hung test reaches
@@ -25,19 +25,11 @@ HUNG = 90.0
 
 
 def eventually(condition: Callable[[], bool], *, what: str, bound: float = HUNG) -> None:
-    deadline = time.monotonic() + bound
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still waiting after {bound}s for {what}")
-        time.sleep(0.1)
+    eventually_sync(condition, what=what, bound=bound)
 
 
 def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
+    return not process_gone(pid)
 
 
 @dataclass

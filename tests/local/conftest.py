@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 import uuid
 from collections.abc import Callable
@@ -19,6 +18,7 @@ import pytest
 
 from awaken_s3.local.containers import FunctionConfig
 from awaken_s3.local.moto import MotoServer
+from tests.fixtures import processes
 
 HANDLER = "tests.local.handlers:lambda_handler"
 #: an upper bound that only a hung test reaches
@@ -134,24 +134,4 @@ async def eventually(condition: Callable[[], bool], *, what: str, bound: float =
 
 
 def eventually_sync(condition: Callable[[], bool], *, what: str, bound: float = HUNG) -> None:
-    deadline = time.monotonic() + bound
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still waiting after {bound}s for {what}")
-        time.sleep(0.05)
-
-
-def process_gone(pid: int) -> bool:
-    """True once ``pid`` no longer runs (gone, or a zombie awaiting its reaper)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            state = stat.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        return False
-    return state in ("Z", "X")
+    processes.eventually_sync(condition, what=what, bound=bound)

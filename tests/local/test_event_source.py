@@ -12,6 +12,7 @@ import pytest
 
 from awaken_s3.local.event_source import EventSourceThread, SqsEventSource
 from awaken_s3.local.invocations import InvocationResult
+from tests.fixtures.processes import process_gone
 from tests.local.conftest import (
     HUNG,
     HandlerLog,
@@ -19,7 +20,6 @@ from tests.local.conftest import (
     eventually,
     eventually_sync,
     function,
-    process_gone,
 )
 
 
