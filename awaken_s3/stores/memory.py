@@ -32,9 +32,8 @@ class InMemoryStreamCheckpointStore:
         max_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._objects: dict[str, tuple[bytes, str]] = {}
-        #: Unix time each object was last written (S3's LastModified)
-        self._written: dict[str, float] = {}
+        #: run id -> (body, version, Unix time it was written: S3's LastModified)
+        self._objects: dict[str, tuple[bytes, str, float]] = {}
         self._clock = clock
         self._counter = itertools.count(1)
         self._lock = asyncio.Lock()
@@ -45,7 +44,7 @@ class InMemoryStreamCheckpointStore:
         entry = self._objects.get(run_id)
         if entry is None:
             return None
-        body, version = entry
+        body, version, _ = entry
         checkpoint = decode_checkpoint(
             body, run_id=run_id, max_bytes=self._max_bytes, version=version
         )
@@ -63,10 +62,7 @@ class InMemoryStreamCheckpointStore:
                     f"checkpoint for run {run_id} is not at version {expected_version}",
                     run_id=run_id,
                 )
-            version = f"m{next(self._counter)}"
-            self._objects[run_id] = (body, version)
-            self._written[run_id] = self._clock()
-            return version
+            return self._write(run_id, body)
 
     async def delete(self, run_id: str, *, expected_version: str | None = None) -> None:
         validate_run_id(run_id)
@@ -80,17 +76,18 @@ class InMemoryStreamCheckpointStore:
                     run_id=run_id,
                 )
             del self._objects[run_id]
-            self._written.pop(run_id, None)
 
     async def list_run_ids(self, *, modified_before: datetime | None = None) -> AsyncIterator[str]:
         cutoff = None if modified_before is None else modified_before.timestamp()
-        for run_id in sorted(self._objects):
-            if cutoff is None or self._written.get(run_id, 0.0) < cutoff:
+        for run_id, (_, _, written) in sorted(self._objects.items()):
+            if cutoff is None or written < cutoff:
                 yield run_id
 
     # Test hooks: plant raw bytes, as a foreign or corrupted writer would.
     def put_raw(self, run_id: str, body: bytes) -> str:
+        return self._write(run_id, body)
+
+    def _write(self, run_id: str, body: bytes) -> str:
         version = f"m{next(self._counter)}"
-        self._objects[run_id] = (body, version)
-        self._written[run_id] = self._clock()
+        self._objects[run_id] = (body, version, self._clock())
         return version
