@@ -128,15 +128,22 @@ async def open_services(
     settings: StorageSettings, *, session: aioboto3.Session | None = None
 ) -> AsyncIterator[Services]:
     """Clients for one ``async with`` block on the caller's loop (the CLI, tests)."""
+    async with AsyncExitStack() as stack:
+        db, s3, sqs = await _enter_clients(stack, session or shared_session())
+        yield build_services(settings, dynamodb=db, s3=s3, sqs=sqs)
+
+
+async def _enter_clients(stack: AsyncExitStack, session: aioboto3.Session) -> tuple[Any, Any, Any]:
+    """DynamoDB (with the thread store's retry settings), S3 and SQS clients, closed with
+    ``stack``."""
     from awaken_s3.threads.dynamo import dynamodb_client_config
 
-    session = session or shared_session()
-    async with (
-        session.client("dynamodb", config=dynamodb_client_config()) as db,
-        session.client("s3") as s3,
-        session.client("sqs") as sqs,
-    ):
-        yield build_services(settings, dynamodb=db, s3=s3, sqs=sqs)
+    db = await stack.enter_async_context(
+        session.client("dynamodb", config=dynamodb_client_config())
+    )
+    s3 = await stack.enter_async_context(session.client("s3"))
+    sqs = await stack.enter_async_context(session.client("sqs"))
+    return db, s3, sqs
 
 
 def poisons(exc: BaseException) -> bool:
@@ -271,7 +278,7 @@ class WarmRuntime:
                 )
             )
         provider = build_provider(settings, bedrock_client=bedrock)
-        stack.push_async_callback(_close_provider, provider)
+        stack.push_async_callback(close_provider, provider)
         clients.provider, clients.provider_settings = provider, settings
         clients.provider_built_at = self._clock()
         return provider
@@ -283,16 +290,9 @@ class WarmRuntime:
         ):
             await self._close()
         if self._clients is None:
-            from awaken_s3.threads.dynamo import dynamodb_client_config
-
-            session = shared_session()
             stack = AsyncExitStack()
             try:
-                db = await stack.enter_async_context(
-                    session.client("dynamodb", config=dynamodb_client_config())
-                )
-                s3 = await stack.enter_async_context(session.client("s3"))
-                sqs = await stack.enter_async_context(session.client("sqs"))
+                db, s3, sqs = await _enter_clients(stack, shared_session())
             except BaseException:
                 await stack.aclose()
                 raise
@@ -332,7 +332,8 @@ class WarmRuntime:
         self._clients = None
 
 
-async def _close_provider(provider: Provider) -> None:
+async def close_provider(provider: Provider) -> None:
+    """Close a provider that holds resources (an SDK client); one without ``aclose`` has none."""
     aclose = getattr(provider, "aclose", None)
     if aclose is not None:
         await aclose()

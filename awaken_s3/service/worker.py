@@ -287,12 +287,6 @@ async def _open_provider(factory: ProviderFactory) -> Provider:
     return factory()
 
 
-async def _close_provider(provider: Provider) -> None:
-    aclose = getattr(provider, "aclose", None)
-    if aclose is not None:
-        await aclose()
-
-
 def process_batch(
     event: dict[str, Any],
     context: LambdaContext,
@@ -308,7 +302,7 @@ def process_batch(
 
     from awaken_s3.providers.config import ProviderSettings
     from awaken_s3.service.config import WorkerSettings
-    from awaken_s3.service.wiring import warm_runtime
+    from awaken_s3.service.wiring import close_provider, warm_runtime
     from awaken_s3.settings import StorageSettings
 
     storage = StorageSettings.from_env(need_queue=True)
@@ -342,7 +336,7 @@ def process_batch(
         return dict(response)
     finally:
         if own_provider:
-            runtime.run(_close_provider(provider))
+            runtime.run(close_provider(provider))
 
 
 def make_handler(
