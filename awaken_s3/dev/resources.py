@@ -71,13 +71,10 @@ class Stack:
     dead_letter_queue_url: str
 
 
-def _code(exc: Exception) -> str:
-    response = getattr(exc, "response", None) or {}
-    return str(response.get("Error", {}).get("Code", ""))
-
-
 def create_bucket(s3: Any, bucket: str, region: str) -> None:
     from botocore.exceptions import ClientError
+
+    from awaken_s3.threads.client_errors import error_code
 
     args: dict[str, Any] = {"Bucket": bucket}
     if region != "us-east-1":
@@ -85,19 +82,20 @@ def create_bucket(s3: Any, bucket: str, region: str) -> None:
     try:
         s3.create_bucket(**args)
     except ClientError as exc:
-        if _code(exc) != "BucketAlreadyOwnedByYou":
+        if error_code(exc) != "BucketAlreadyOwnedByYou":
             raise
 
 
 def create_table(dynamodb: Any, table: str) -> None:
     from botocore.exceptions import ClientError
 
+    from awaken_s3.threads.client_errors import error_code
     from awaken_s3.threads.expressions import table_definition
 
     try:
         dynamodb.create_table(TableName=table, **table_definition())
     except ClientError as exc:
-        if _code(exc) != "ResourceInUseException":
+        if error_code(exc) != "ResourceInUseException":
             raise
     dynamodb.get_waiter("table_exists").wait(TableName=table)
 

@@ -43,6 +43,8 @@ from typing import Any, Final
 from awaken_s3.dev import apigw
 from awaken_s3.dev.resources import Stack, StackNames, create_stack
 from awaken_s3.local.lambda_context import LocalLambdaContext, function_arn
+from awaken_s3.settings import DEFAULT_CHECKPOINT_PREFIX as CHECKPOINT_PREFIX
+from awaken_s3.stores.s3_protocol import object_key, run_id_from_key
 
 DEFAULT_PORT: Final = 8787
 DEFAULT_SUB: Final = "dev-user"
@@ -184,7 +186,7 @@ class DevStack:
             "AWAKEN_BUCKET": self.stack.names.bucket,
             "AWAKEN_TABLE": self.stack.names.table,
             "AWAKEN_QUEUE_URL": self.stack.queue_url,
-            "AWAKEN_CHECKPOINT_PREFIX": "checkpoints/",
+            "AWAKEN_CHECKPOINT_PREFIX": CHECKPOINT_PREFIX,
             "AWAKEN_DEADLINE_MARGIN_SECONDS": "10",
             # Short, so that a killed worker's run resumes within seconds.
             "AWAKEN_LEASE_SECONDS": str(options.lease_seconds),
@@ -360,9 +362,11 @@ class DevStack:
     def _look_at_checkpoints(self) -> None:
         assert self.stack is not None
         s3 = self.client("s3")
-        listing = s3.list_objects_v2(Bucket=self.stack.names.bucket, Prefix="checkpoints/")
+        listing = s3.list_objects_v2(Bucket=self.stack.names.bucket, Prefix=CHECKPOINT_PREFIX)
         for item in listing.get("Contents", ()):
-            run_id = item["Key"].removeprefix("checkpoints/").removesuffix(".json")
+            run_id = run_id_from_key(CHECKPOINT_PREFIX, item["Key"])
+            if run_id is None:  # not a checkpoint's key
+                continue
             stored = self.read_checkpoint(run_id)
             if stored is None:
                 continue
@@ -396,7 +400,7 @@ class DevStack:
         assert self.stack is not None
         try:
             answer = self.client("s3").get_object(
-                Bucket=self.stack.names.bucket, Key=f"checkpoints/{run_id}.json"
+                Bucket=self.stack.names.bucket, Key=object_key(CHECKPOINT_PREFIX, run_id)
             )
         except ClientError:
             return None
