@@ -100,6 +100,8 @@ def explain(exc: BaseException, target: Target) -> str:
         ReadTimeoutError,
     )
 
+    from awaken_s3.stores.s3_protocol import error_code, http_status
+
     for cause in _chain(exc):
         if isinstance(cause, NoRegionError):
             return (
@@ -120,9 +122,7 @@ def explain(exc: BaseException, target: Target) -> str:
         if isinstance(cause, unreachable):
             return f"cannot reach {_service(cause, target)}: {cause}"
         if isinstance(cause, ClientError):
-            error = cause.response.get("Error", {})
-            code = str(error.get("Code", ""))
-            status = cause.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            code, status = error_code(cause.response), http_status(cause.response)
             if code == "NoSuchBucket":
                 where = target.s3_endpoint or "AWS"
                 return f"bucket {target.bucket} does not exist at S3 {where} (AWAKEN_BUCKET)"

@@ -21,6 +21,7 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
+from awaken_s3.stores import s3_protocol
 from awaken_s3.threads.cancellation import TRANSIENT_CODES
 from awaken_s3.threads.errors import (
     StoreThrottled,
@@ -67,7 +68,7 @@ _UNAVAILABLE_CODES: Final = frozenset(
 
 
 def error_code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
+    return s3_protocol.error_code(exc.response)
 
 
 def _status(exc: ClientError) -> int:
