@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from awaken_s3._lazy import lazy_attributes
 
 if TYPE_CHECKING:
+    from awaken_s3.agents import Agent, App, load_app
     from awaken_s3.errors import (
         CheckpointCorrupt,
         CheckpointFenced,
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
         build_provider,
     )
     from awaken_s3.runtime import RunEnd, RunLoop, RunResult, Tool, ToolRegistry
+    from awaken_s3.runtime.tool_context import ToolContext
+    from awaken_s3.runtime.tools import ToolError, tool
     from awaken_s3.stores.base import StreamCheckpointStore
     from awaken_s3.stores.fs import FsStreamCheckpointStore
     from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
@@ -76,6 +79,8 @@ if TYPE_CHECKING:
     )
 
 _LAZY = {
+    "Agent": "awaken_s3.agents",
+    "App": "awaken_s3.agents",
     "AnthropicProvider": "awaken_s3.providers",
     "BedrockConverseProvider": "awaken_s3.providers",
     "CheckpointCorrupt": "awaken_s3.errors",
@@ -125,6 +130,8 @@ _LAZY = {
     "ThreadStore": "awaken_s3.threads",
     "ThreadStoreError": "awaken_s3.threads",
     "Tool": "awaken_s3.runtime",
+    "ToolContext": "awaken_s3.runtime.tool_context",
+    "ToolError": "awaken_s3.runtime.tools",
     "ToolRegistry": "awaken_s3.runtime",
     "ToolResultBlock": "awaken_s3.messages",
     "ToolSpec": "awaken_s3.streaming.provider",
@@ -138,7 +145,9 @@ _LAZY = {
     "build_provider": "awaken_s3.providers",
     "create_table": "awaken_s3.threads",
     "dynamodb_client_config": "awaken_s3.threads",
+    "load_app": "awaken_s3.agents",
     "plan_recovery": "awaken_s3.streaming.recovery",
+    "tool": "awaken_s3.runtime.tools",
 }
 
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
@@ -146,7 +155,9 @@ __getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = [
     "NOT_LOADED",
+    "Agent",
     "AnthropicProvider",
+    "App",
     "BedrockConverseProvider",
     "CheckpointCorrupt",
     "CheckpointFenced",
@@ -194,6 +205,8 @@ __all__ = [
     "ThreadStore",
     "ThreadStoreError",
     "Tool",
+    "ToolContext",
+    "ToolError",
     "ToolRegistry",
     "ToolResultBlock",
     "ToolSpec",
@@ -207,5 +220,7 @@ __all__ = [
     "build_provider",
     "create_table",
     "dynamodb_client_config",
+    "load_app",
     "plan_recovery",
+    "tool",
 ]

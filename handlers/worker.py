@@ -1,7 +1,10 @@
 """Lambda entry point of the SQS worker (template.yaml: ``handlers.worker.lambda_handler``).
 
 Everything it does lives in :mod:`awaken_s3.service.worker`; this module only builds the
-handler with the provider the environment configures and no tools of its own.
+handler for this repository's app: :func:`awaken_s3.agents.default_app`, one agent configured
+from the environment, named here by reference so that it is imported at the first invocation
+and the module's own import stays light. A project of its own writes
+``lambda_handler = app.worker_handler()`` over its own app instead.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from awaken_s3.service.worker import (
     worker_id,
 )
 
-lambda_handler: LambdaHandler = make_handler()
+lambda_handler: LambdaHandler = make_handler(app="awaken_s3.agents:default_app")
 
 __all__ = [
     "RecordKept",

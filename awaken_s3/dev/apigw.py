@@ -23,6 +23,7 @@ from typing import Any, Final
 
 #: the HTTP API's routes, as template.yaml declares them (tests/infra compares the two)
 _ROUTES: Final = (
+    ("GET", "/agents"),
     ("POST", "/threads"),
     ("GET", "/threads/{thread_id}"),
     ("POST", "/threads/{thread_id}/runs"),

@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
@@ -27,6 +28,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "sweeper on a timer, and serve a web console at /. Storage is an embedded moto "
             "server unless --aws. Ctrl-C stops everything."
         ),
+    )
+    dev.add_argument(
+        "--app",
+        metavar="MODULE:ATTRIBUTE",
+        help="the awaken_s3.App to serve, imported from the current directory or the "
+        "environment's path (default: [tool.awaken-s3] app in ./pyproject.toml, else the dev "
+        "app: a scripted agent with a lookup tool)",
+    )
+    dev.add_argument(
+        "--reload",
+        action="store_true",
+        help="re-import the app and restart the workers when its files change (a run in "
+        "flight resumes from its checkpoint)",
     )
     dev.add_argument("--port", type=int, default=DEFAULT_PORT, help="port on 127.0.0.1 (0: any)")
     dev.add_argument(
@@ -69,6 +83,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
 
 
+def project_app(directory: Path | None = None) -> str | None:
+    """The app a project names in its ``pyproject.toml`` (``[tool.awaken-s3] app``), if any."""
+    import tomllib
+
+    path = (directory or Path.cwd()) / "pyproject.toml"
+    try:
+        with path.open("rb") as file:
+            data = tomllib.load(file)
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    value = data.get("tool", {}).get("awaken-s3", {}).get("app")
+    return value if isinstance(value, str) and value else None
+
+
 def options_from(args: argparse.Namespace) -> DevOptions:
     token = None
     if args.require_token:
@@ -86,6 +114,8 @@ def options_from(args: argparse.Namespace) -> DevOptions:
         lease_seconds=args.lease_seconds,
         sweep_interval=args.sweep_interval,
         scripted_delay=args.scripted_delay,
+        app=args.app or project_app(),
+        reload=args.reload,
     )
 
 
@@ -93,10 +123,11 @@ def banner(stack: DevStack) -> str:
     options = stack.options
     console = stack.url + "/" + (f"#token={options.token}" if options.token else "")
     model = (
-        "the scripted model (the same paragraph for every question; tool: lookup)"
+        "the scripted model (it calls the tools a run offers, then gives one paragraph)"
         if options.provider is None
         else f"provider {options.provider}, model {os.environ.get('AWAKEN_MODEL')}"
     )
+    agents = ", ".join(stack.app.names) if stack.app is not None else "?"
     if stack.moto is not None:
         storage = f"moto on {stack.endpoint_url} (pid {stack.moto.pid})"
     else:
@@ -110,6 +141,8 @@ def banner(stack: DevStack) -> str:
     if options.token:
         lines.append(f"  token        Authorization: Bearer {options.token}")
     lines += [
+        f"  app          {stack.app_ref}: agents {agents}"
+        + (" (reloaded when its files change)" if options.reload else ""),
         f"  model        {model}",
         f"  storage      {storage}",
         f"               bucket {stack.stack.names.bucket}, table {stack.stack.names.table}, "

@@ -7,12 +7,18 @@ the console's resume history), the sweeper handler on a timer, and an HTTP serve
 127.0.0.1 that serves
 
 * the HTTP API: each request becomes an API Gateway HTTP API (payload 2.0) event for the real
-  ``handlers/api.py`` (:mod:`awaken_s3.dev.apigw`), with the dev identity's JWT claims;
+  API handler (:mod:`awaken_s3.dev.apigw`), with the dev identity's JWT claims;
 * ``/dev/...``: dev-only endpoints the console needs and the Lambda API must not have
   (a caller's thread list, a run's internals, killing the worker that drives a run);
 * ``/``: the web console (static files, no build step).
 
 :meth:`DevStack.stop` stops all of it, each process by its PID.
+
+The stack serves one app (``--app MODULE:ATTRIBUTE``, imported from the current directory or
+the environment's path; the dev app of :mod:`awaken_s3.dev.model` without one): the API in
+this process and every worker container load the same one. With ``--reload`` a change to the
+app's files re-imports it here and restarts the workers (the run in flight is killed and
+resumes from its checkpoint, which is the product's point).
 
 The API and the sweeper run in this process, one invocation at a time, as one Lambda
 container would: Powertools' resolver keeps the current event on the class, so two requests
@@ -84,6 +90,12 @@ class DevOptions:
     scripted_delay: float = 0.08
     scripted_chunk: int = 4
     log_dir: Path | None = None
+    #: ``MODULE:ATTRIBUTE`` of the app to serve; None: the dev app
+    app: str | None = None
+    #: restart the workers (and re-import the app) when the app's files change
+    reload: bool = False
+    #: the directory the app is imported from (``sys.path[0]`` of the API and the workers)
+    app_dir: Path | None = None
 
 
 @dataclass
@@ -123,6 +135,8 @@ class DevStack:
         self._clients: dict[str, Any] = {}
         self._api: Any = None
         self._sweeper: Any = None
+        self.app: Any = None
+        self.reloads = 0
         self.sweeps = 0
 
     # -- lifecycle
@@ -139,10 +153,46 @@ class DevStack:
             self.stop()
             raise
 
+    @property
+    def app_ref(self) -> str:
+        from awaken_s3.dev.worker import DEV_APP
+
+        return self.options.app or DEV_APP
+
+    @property
+    def app_dir(self) -> Path:
+        return (self.options.app_dir or Path.cwd()).resolve()
+
+    def load_app(self, *, fresh: bool = False) -> Any:
+        """Import the app here (the API's), as every worker will; ``fresh``: re-import the
+        app's own modules (those under :attr:`app_dir`) from their files."""
+        from awaken_s3.agents import AgentDefinitionError, load_app
+
+        root = str(self.app_dir)
+        if root not in sys.path:
+            sys.path.insert(0, root)
+        if fresh:
+            for name, module in list(sys.modules.items()):
+                origin = getattr(module, "__file__", None) or ""
+                if (
+                    origin.startswith(root + os.sep)
+                    and f"{os.sep}site-packages{os.sep}" not in origin
+                ):
+                    del sys.modules[name]
+            importlib.invalidate_caches()
+        try:
+            return load_app(self.app_ref)
+        except AgentDefinitionError as exc:
+            raise DevError(f"--app {self.app_ref}: {exc}") from exc
+        except Exception as exc:  # the user's module failed to import: say where
+            raise DevError(f"--app {self.app_ref}: importing it failed: {exc!r}") from exc
+
     def _start(self) -> None:
         import boto3
 
         options = self.options
+        # First: a broken app is reported before anything starts.
+        self.app = self.load_app()
         session = boto3.Session()
         self.region = session.region_name or "us-east-1"
         env: dict[str, str] = {"AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region}
@@ -176,6 +226,8 @@ class DevStack:
         self._spawn(self._watch_checkpoints, "checkpoint watcher")
         if options.sweep_interval > 0:
             self._spawn(self._sweep_forever, "sweeper")
+        if options.reload:
+            self._spawn(self._reload_on_change, "reloader")
         self._serve()
 
     def _function_env(self) -> dict[str, str]:
@@ -204,6 +256,7 @@ class DevStack:
             env["AWAKEN_MODEL"] = SCRIPTED_MODEL
         else:
             env.update(AWAKEN_DEV_MODEL="provider", AWAKEN_PROVIDER=options.provider)
+        env["AWAKEN_DEV_APP"] = self.app_ref
         env["POWERTOOLS_LOG_LEVEL"] = os.environ.get("POWERTOOLS_LOG_LEVEL") or "INFO"
         # The in-process API's and sweeper's EMF lines would interleave with their logs in
         # this terminal; the workers' (in their log files) are kept.
@@ -232,6 +285,8 @@ class DevStack:
             timeout=WORKER_TIMEOUT,
             name=f"{self.options.name}-worker",
             env={"POWERTOOLS_METRICS_DISABLED": "false"},
+            # The containers import the app from where this process does.
+            cwd=str(self.app_dir),
         )
         self._source = SqsEventSource(
             self.stack.queue_url,
@@ -310,9 +365,36 @@ class DevStack:
 
     def invoke_api(self, event: dict[str, Any]) -> Any:
         with self._invoke_lock:
-            return self._api.lambda_handler(
-                event, self._context(f"{self.options.name}-api", API_TIMEOUT)
-            )
+            handler = self._api.handler_for(self.app)
+            return handler(event, self._context(f"{self.options.name}-api", API_TIMEOUT))
+
+    # -- --reload
+
+    def reload(self) -> list[int]:
+        """Re-import the app and restart the workers: the containers are killed (a run in
+        flight resumes from its checkpoint, on a container that imports the new code)."""
+        try:
+            app = self.load_app(fresh=True)
+        except DevError as exc:
+            print(f"awaken-s3 dev: not reloaded: {exc}", file=sys.stderr)
+            return []
+        with self._invoke_lock:
+            self.app = app
+        pids = self._source.recycle() if self._source is not None else []
+        self.reloads += 1
+        print(
+            f"awaken-s3 dev: reloaded {self.app_ref}; restarted {len(pids)} worker(s)",
+            file=sys.stderr,
+        )
+        return pids
+
+    def _reload_on_change(self) -> None:
+        from watchfiles import PythonFilter, watch
+
+        for _changes in watch(
+            self.app_dir, watch_filter=PythonFilter(), stop_event=self._stopping, debounce=400
+        ):
+            self.reload()
 
     def sweep(self) -> Any:
         with self._invoke_lock:
@@ -551,7 +633,9 @@ class DevStack:
             "identity": self.options.sub,
             "model": "scripted" if self.options.provider is None else self.options.provider,
             "model_id": os.environ.get("AWAKEN_MODEL"),
-            "tools": ["lookup"],
+            "app": self.app_ref,
+            "agents": list(self.app.names) if self.app is not None else [],
+            "reloads": self.reloads,
             "token_required": self.options.token is not None,
             "storage": self.endpoint_url or "AWS",
             "lease_seconds": self.options.lease_seconds,

@@ -230,6 +230,14 @@ class SqsEventSource:
             container = self._containers.get(pid)
         return container.kill() if container is not None else False
 
+    def recycle(self) -> list[int]:
+        """SIGKILL every container, busy or idle, so that the next invocations start new ones
+        (new code: ``awaken-s3 dev --reload``). A killed invocation's records come back as a
+        killed worker's do. Returns the pids killed."""
+        with self._lock:
+            pids = list(self._containers)
+        return [pid for pid in pids if self.kill(pid)]
+
     def kill_busy(self, predicate: Callable[[BusyWorker], bool] | None = None) -> list[int]:
         """SIGKILL every busy container whose worker matches ``predicate`` (all if None);
         returns the pids killed."""

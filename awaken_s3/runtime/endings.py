@@ -19,11 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from awaken_s3.streaming.outcome import ClassifiedError, TurnCompleted
+from awaken_s3.streaming.outcome import ClassifiedError, TurnCompleted, Usage
 from awaken_s3.streaming.refusal import REFUSAL, refusal_of
 from awaken_s3.threads.models import RunStatus
 
 PAUSE_TURN: Final = "pause_turn"
+BUDGET_EXHAUSTED: Final = "budget_exhausted"
 #: longest refusal text copied into the run's error record
 MAX_ERROR_TEXT: Final = 1000
 
@@ -42,3 +43,27 @@ def turn_ending(turn: TurnCompleted) -> TurnEnding:
         text = refusal_of(turn.message)[:MAX_ERROR_TEXT]
         return TurnEnding(RunStatus.FAILED, ClassifiedError(REFUSAL, text, retryable=False))
     return TurnEnding(RunStatus.COMPLETED)
+
+
+def tokens_spent(usage: Usage) -> int:
+    """Every token a run was billed for: input (cached or not) and output."""
+    return (
+        usage.input_tokens
+        + usage.cache_read_tokens
+        + usage.cache_write_tokens
+        + usage.output_tokens
+    )
+
+
+def budget_error(usage: Usage, budget: int | None) -> ClassifiedError | None:
+    """The error that ends a run whose committed turns passed its token budget, or None."""
+    if budget is None:
+        return None
+    spent = tokens_spent(usage)
+    if spent <= budget:
+        return None
+    return ClassifiedError(
+        BUDGET_EXHAUSTED,
+        f"the run spent {spent} tokens, past its budget of {budget}",
+        retryable=False,
+    )

@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from awaken_s3.errors import (
     CheckpointCorrupt,
@@ -38,11 +38,13 @@ from awaken_s3.errors import (
     CheckpointSchemaUnsupported,
     StreamCheckpointError,
 )
-from awaken_s3.messages import Message, ToolUseBlock
+from awaken_s3.messages import Message, ToolResultBlock, ToolUseBlock
 from awaken_s3.models import StoredCheckpoint
-from awaken_s3.runtime.endings import turn_ending
+from awaken_s3.runtime.endings import budget_error, turn_ending
+from awaken_s3.runtime.history import request_messages
 from awaken_s3.runtime.lease import LeaseKeeper
-from awaken_s3.runtime.tools import ToolRegistry, execute_tool_call
+from awaken_s3.runtime.tool_batch import run_batch
+from awaken_s3.runtime.tools import CallSite, ToolRegistry, execute_tool_call
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.streaming.outcome import (
     ClassifiedError,
@@ -53,7 +55,7 @@ from awaken_s3.streaming.outcome import (
     TurnOutcome,
     TurnSuspended,
 )
-from awaken_s3.streaming.provider import ModelRequest
+from awaken_s3.streaming.provider import ModelRequest, Provider
 from awaken_s3.streaming.turn_request import NOT_LOADED, TurnRequest
 from awaken_s3.threads.base import ThreadStore
 from awaken_s3.threads.errors import (
@@ -67,7 +69,11 @@ from awaken_s3.threads.errors import (
 )
 from awaken_s3.threads.models import RunState, RunStatus, TurnCommit
 
+if TYPE_CHECKING:
+    from awaken_s3.agents import Agent, App
+
 log = logging.getLogger("awaken_s3.runtime")
+T = TypeVar("T")
 
 
 class TurnRunnerLike(Protocol):
@@ -79,6 +85,8 @@ class TurnRunnerLike(Protocol):
 #: called after the claim and after every lease renewal (the worker keeps its queue record's
 #: visibility in step with the lease); failures are logged and never end the run
 Heartbeat = Callable[[], Awaitable[None]]
+#: the provider an agent's turns stream from; None: the runner's own
+ProviderLookup = Callable[["Agent"], Awaitable[Provider | None]]
 
 
 class RunEnd(StrEnum):
@@ -125,6 +133,7 @@ class RunResult:
 STEP_LIMIT = "step_limit"
 THREAD_MOVED_ON = "thread_moved_on"
 UNKNOWN_TOOL = "unknown_tool"
+UNKNOWN_AGENT = "unknown_agent"
 NO_PROGRESS = "no_progress"
 #: suspensions in a row without progress after which a run fails (see RunLoop)
 DEFAULT_MAX_IDLE_SUSPENSIONS = 5
@@ -155,13 +164,26 @@ class RunLoop:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         max_idle_suspensions: int = DEFAULT_MAX_IDLE_SUSPENSIONS,
+        app: App | None = None,
+        provider_for: ProviderLookup | None = None,
     ) -> None:
+        """``app``: the agents whose runs this loop drives (a run names its agent); without
+        one, every run is the default agent's, with ``tools``. ``provider_for``: the provider
+        of an agent's turns (None for the runner's own)."""
         if max_idle_suspensions < 1:
             raise ValueError("max_idle_suspensions must be >= 1")
+        if app is not None and tools is not None:
+            raise ValueError("give the tools to the app's agents, not to the loop")
+        if app is None:
+            from awaken_s3.agents import Agent, App
+
+            registry = tools or ToolRegistry()
+            app = App([Agent("default", tools=list(registry))])
+        self.app = app
+        self.provider_for = provider_for
         self.store = store
         self.runner = runner
         self.checkpoints = checkpoints
-        self.tools = tools or ToolRegistry()
         self.worker_id = worker_id
         self.lease_seconds = lease_seconds
         #: 0 disables renewal (tests that want leases to expire mid-turn)
@@ -216,6 +238,17 @@ class RunLoop:
             raise
         finally:
             await keeper.stop()
+
+
+def _callers_id(owner: str, stored: str) -> str:
+    """The id as the run's caller named it (the HTTP API keeps ids in a namespace per caller);
+    an id stored outside any namespace is the caller's as it is."""
+    from awaken_s3.service.scoping import public_id
+
+    try:
+        return public_id(owner, stored)
+    except ValueError:
+        return stored
 
 
 async def _beat(heartbeat: Heartbeat | None, run_id: str) -> None:
@@ -275,6 +308,8 @@ class _Drive:
         self.keeper = keeper
         self.deadline = deadline
         self.resume_delay = resume_delay
+        #: the run's agent (resolved when the drive starts)
+        self.agent: Agent | None = None
         self.turns = 0
         self.tool_calls = 0
         #: characters the model streamed in this invocation (progress even when suspended)
@@ -356,6 +391,15 @@ class _Drive:
         return self.deadline is not None and self.loop._monotonic() >= self.deadline
 
     async def run(self) -> RunResult:
+        from awaken_s3.agents import UnknownAgent
+
+        try:
+            self.agent = self.loop.app.agent_of(self.run_state.settings)
+        except UnknownAgent as exc:
+            # Removed or renamed by a deploy since the run was created: no worker can run it.
+            return await self.finish(
+                RunStatus.FAILED, ClassifiedError(UNKNOWN_AGENT, str(exc), retryable=False)
+            )
         history = await self.store.load_messages(self.run_state.thread_id)
         if not history and self.run_state.message_count:
             raise ThreadNotFound(
@@ -376,6 +420,10 @@ class _Drive:
             if len(history) != current.message_count:
                 history = await self.store.load_messages(current.thread_id)
 
+            spent = budget_error(current.usage, current.settings.token_budget)
+            if spent is not None:
+                # Also for a run whose turn passed the budget before this build checked it.
+                return await self.finish(RunStatus.FAILED, spent)
             pending = pending_tool_calls(history)
             if pending:
                 outcome = await self.run_tools(pending)
@@ -405,16 +453,22 @@ class _Drive:
                 self.checkpoint_gone = False
             else:
                 existing = await self.load_checkpoint(current)
-            turn = await self.run_turn_while_leased(
-                TurnRequest(
-                    run_id=self.run_id,
-                    thread_id=current.thread_id,
-                    turn=current.turn,
-                    epoch=self.epoch,
-                    request=request,
-                    deadline=self.deadline,
-                    existing=existing,
-                    confirm_owner=self.confirm_owner,
+            provider = None
+            if self.loop.provider_for is not None:
+                provider = await self.loop.provider_for(self.require_agent())
+            turn = await self.while_leased(
+                self.loop.runner.run_turn(
+                    TurnRequest(
+                        run_id=self.run_id,
+                        thread_id=current.thread_id,
+                        turn=current.turn,
+                        epoch=self.epoch,
+                        request=request,
+                        deadline=self.deadline,
+                        existing=existing,
+                        confirm_owner=self.confirm_owner,
+                        provider=provider,
+                    )
                 )
             )
             if turn is None:
@@ -443,30 +497,36 @@ class _Drive:
         except ThreadStoreError:
             return False
 
-    async def run_turn_while_leased(self, turn: TurnRequest) -> TurnOutcome | None:
-        """Run the turn, abandoning it (None) as soon as a renewal finds the lease gone: a
-        model call that can never be committed is not worth paying for."""
-        turn_task = asyncio.ensure_future(self.loop.runner.run_turn(turn))
+    async def while_leased(self, work: Awaitable[T]) -> T | None:
+        """Await ``work``, abandoning it (None) as soon as a renewal finds the lease gone: a
+        model call that can never be committed is not worth paying for, and a tool call that
+        can never be recorded is cancelled (its outcome is the next epoch's to judge)."""
+        work_task = asyncio.ensure_future(work)
         lost_task = asyncio.ensure_future(self.keeper.lost.wait())
         try:
-            await asyncio.wait({turn_task, lost_task}, return_when=asyncio.FIRST_COMPLETED)
-            if turn_task.done():
-                return turn_task.result()
+            await asyncio.wait({work_task, lost_task}, return_when=asyncio.FIRST_COMPLETED)
+            if work_task.done():
+                return work_task.result()
             return None
         finally:
-            for task in (turn_task, lost_task):
+            for task in (work_task, lost_task):
                 if not task.done():
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
 
+    def require_agent(self) -> Agent:
+        assert self.agent is not None, "the drive resolves its agent first"
+        return self.agent
+
     def request(self, run: RunState, history: Sequence[Message]) -> ModelRequest:
         settings = run.settings
+        registry = self.require_agent().registry
         return ModelRequest(
             model=settings.model,
-            messages=tuple(history),
+            messages=request_messages(history),
             system=settings.system,
-            tools=self.loop.tools.specs(settings.tools) if settings.tools else (),
+            tools=registry.specs(settings.tools) if settings.tools else (),
             max_tokens=settings.max_tokens,
             temperature=settings.temperature,
         )
@@ -585,6 +645,12 @@ class _Drive:
 
     async def commit_model_turn(self, run: RunState, turn: TurnCompleted) -> RunState | RunResult:
         ending = turn_ending(turn)
+        if ending.final_status is None:
+            # A turn that passed the run's budget is committed (it was paid for) and ends the
+            # run in the same write: no tool of it runs, no turn follows.
+            spent = budget_error(run.usage + turn.usage, run.settings.token_budget)
+            if spent is not None:
+                ending = dataclasses.replace(ending, final_status=RunStatus.FAILED, error=spent)
         final = ending.final_status is not None
         self.report_dropped(run.turn, turn.dropped_tool_calls)
         committed = await self.commit(
@@ -618,26 +684,62 @@ class _Drive:
             return self.result(RunEnd.COMPLETED, committed)
         return committed
 
+    def call_site(self) -> CallSite:
+        run = self.run_state
+        return CallSite(
+            run_id=_callers_id(run.owner, run.run_id),
+            thread_id=_callers_id(run.owner, run.thread_id),
+            caller=run.owner,
+            deadline=self.deadline,
+            monotonic=self.loop._monotonic,
+        )
+
     async def run_tools(self, calls: Sequence[ToolUseBlock]) -> Message | RunResult:
-        results = []
-        for call in calls:
-            if self.past_deadline():
-                # Finished calls are recorded; the next invocation answers them from records.
-                return await self.suspend()
-            try:
-                block = await execute_tool_call(
-                    self.store,
-                    self.loop.tools,
-                    run_id=self.run_id,
-                    epoch=self.epoch,
-                    call=call,
-                    enabled=self.run_state.settings.tools,
+        """Run the turn's calls concurrently (the agent's bound; an exclusive tool alone) and
+        commit their results in the model's order. A call not started by the deadline leaves
+        the batch unfinished: the run hands over, and the next invocation answers the
+        finished calls from their records and runs the rest."""
+        agent = self.require_agent()
+        registry = agent.registry
+        site = self.call_site()
+
+        async def one(call: ToolUseBlock) -> ToolResultBlock:
+            return await execute_tool_call(
+                self.store,
+                registry,
+                run_id=self.run_id,
+                epoch=self.epoch,
+                call=call,
+                enabled=self.run_state.settings.tools,
+                site=site,
+            )
+
+        def alone(call: ToolUseBlock) -> bool:
+            tool = registry.get(call.name)
+            return tool is not None and tool.exclusive
+
+        if self.past_deadline():
+            return await self.suspend()
+        try:
+            results = await self.while_leased(
+                run_batch(
+                    calls,
+                    one,
+                    limit=agent.max_parallel_tools,
+                    exclusive=alone,
+                    may_start=lambda: not self.past_deadline(),
                 )
-            except (LeaseLost, ToolCallConflict) as exc:
-                return await self.fenced(str(exc))
-            self.tool_calls += 1
-            results.append(block)
-        message = Message(role="user", content=tuple(results))
+            )
+        except (LeaseLost, ToolCallConflict) as exc:
+            return await self.fenced(str(exc))
+        if results is None:
+            return await self.fenced("the lease was lost while the tools ran")
+        done = [block for block in results if block is not None]
+        self.tool_calls += len(done)
+        if len(done) < len(results):
+            # Finished calls are recorded; the next invocation answers them from records.
+            return await self.suspend()
+        message = Message(role="user", content=tuple(done))
         committed = await self.commit(
             TurnCommit(base=self.run_state, messages=(message,), advance_turn=False)
         )

@@ -1,16 +1,22 @@
-"""Tools: a registry of Python callables with JSON-schema inputs, run at most once per call.
+"""Tools: typed Python functions the model may call, run at most once per call.
 
-Inputs are validated with ``jsonschema`` (Draft 2020-12, the dialect of current tool-use
-APIs) before the callable runs; a violation, an unknown tool or an exception raised by the
-tool becomes an ``is_error`` result for the model, never a crashed run.
+A tool is a plain function (sync or async) under :func:`tool`: its input schema comes from its
+type hints, defaults and docstring (:mod:`awaken_s3.runtime.tool_schema`), a parameter typed
+:class:`~awaken_s3.runtime.tool_context.ToolContext` receives the call's context, and it stays
+callable as the function it was. An explicit JSON schema still wins where one is given
+(``@tool(input_schema=...)`` or ``Tool(name, description, schema, func)``): the input is then
+validated with ``jsonschema`` (Draft 2020-12, the dialect of current tool-use APIs).
+
+A violation, an unknown tool or an exception raised by the tool becomes an ``is_error`` result
+for the model, never a crashed run. Results are committed to the thread, which the API shows
+to the caller, so an exception becomes the generic :func:`tool_failed` text and its details go
+to the log only; a tool that wants the model (and the caller) to read its message raises
+:class:`ToolError`. A return value may be a string (sent as is), a pydantic model or any
+JSON-able data (sent as JSON).
 
 A run executes only the tools it enabled (``RunSettings.tools``): a call naming any other tool,
 whether the model made it up or it came from a synthesised (R2) turn built from a checkpoint,
 is refused with an error result, before any claim, and logged (:data:`REFUSED_LOG`).
-
-Results are committed to the thread, which the API shows to the caller. So an exception raised
-by a tool becomes the generic :func:`tool_failed` text, and its details go to the log only;
-a tool that wants the model (and the caller) to read its message raises :class:`ToolError`.
 
 A call is claimed in the thread store before the callable runs and its result recorded
 after, so a redelivered or resumed run never repeats a side effect: a finished call is
@@ -25,11 +31,20 @@ import asyncio
 import inspect
 import json
 import logging
+import time
+import typing
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Generic, ParamSpec, TypeVar, overload
 
 from awaken_s3.messages import ToolResultBlock, ToolUseBlock
+from awaken_s3.runtime.tool_context import ToolContext, idempotency_key, tool_logger
+from awaken_s3.runtime.tool_schema import (
+    FunctionSignature,
+    ToolDefinitionError,
+    function_signature,
+    validate_arguments,
+)
 from awaken_s3.streaming.provider import ToolSpec
 from awaken_s3.threads.base import ToolCallLedger
 from awaken_s3.threads.models import ToolCallStatus
@@ -38,6 +53,9 @@ if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
 log = logging.getLogger("awaken_s3.tools")
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 OUTCOME_UNKNOWN: Final = (
     "The outcome of this tool call is unknown: it was started but its worker stopped before "
@@ -48,6 +66,8 @@ OUTCOME_UNKNOWN: Final = (
 DEFAULT_MAX_RESULT_CHARS: Final = 60_000
 #: the log line of a refused call; template.yaml counts it as the ToolCallsRefused metric
 REFUSED_LOG: Final = "tool call refused: not enabled for the run"
+#: what tool names may look like (every provider's rule: Anthropic, OpenAI and Bedrock agree)
+TOOL_NAME_PATTERN: Final = r"^[A-Za-z0-9_-]{1,64}$"
 
 
 class ToolError(Exception):
@@ -77,21 +97,52 @@ class ToolOutput:
     is_error: bool = False
 
 
+def _context_param(func: Callable[..., Any]) -> str | None:
+    """The parameter of an explicit-schema tool that takes the ToolContext, if any."""
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception:
+        return None
+    return next((name for name, hint in hints.items() if hint is ToolContext), None)
+
+
 @dataclass(frozen=True)
-class Tool:
+class Tool(Generic[P, R]):
+    """A tool: a name, what the model reads about it, its input schema, the function.
+
+    Build one with :func:`tool`, or directly with an explicit JSON schema. Calling a Tool
+    calls its function, so a decorated function keeps working as a plain function.
+    """
+
     name: str
     description: str
     input_schema: Mapping[str, Any]
     #: called with the validated input as keyword arguments; sync callables run in a thread
-    func: Callable[..., Any]
+    func: Callable[P, R]
     #: safe to run again when a previous attempt's outcome is unknown
     idempotent: bool = False
     #: seconds; an async tool is cancelled after this, a sync one is abandoned (its thread
     #: finishes on its own)
     timeout: float | None = None
+    #: runs with no other call of its turn at the same time
+    exclusive: bool = False
+    #: the validator derived from the function's signature (:func:`tool` without a schema);
+    #: None validates against ``input_schema``
+    signature: FunctionSignature | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Imported here: a worker without tools never loads jsonschema.
+        import re
+
+        if not re.match(TOOL_NAME_PATTERN, self.name):
+            raise ToolDefinitionError(
+                f"tool name {self.name!r}: use 1-64 letters, digits, '_' or '-' "
+                "(what every provider accepts)"
+            )
+        if self.timeout is not None and self.timeout <= 0:
+            raise ToolDefinitionError(f"tool {self.name}: timeout must be positive")
+        if self.signature is not None:
+            return
+        # Imported here: a worker whose tools all come from signatures never loads jsonschema.
         from jsonschema import Draft202012Validator
         from jsonschema.exceptions import SchemaError
 
@@ -100,27 +151,120 @@ class Tool:
         except SchemaError as exc:
             raise ValueError(f"tool {self.name}: invalid input schema: {exc.message}") from exc
 
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.func(*args, **kwargs)
+
+    @property
+    def context_param(self) -> str | None:
+        if self.signature is not None:
+            return self.signature.context_param
+        return _context_param(self.func)
+
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.input_schema)
 
 
+@overload
+def tool(func: Callable[P, R], /) -> Tool[P, R]: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input_schema: Mapping[str, Any] | None = None,
+    idempotent: bool = False,
+    timeout: float | None = None,
+    exclusive: bool = False,
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
+
+
+def tool(
+    func: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input_schema: Mapping[str, Any] | None = None,
+    idempotent: bool = False,
+    timeout: float | None = None,
+    exclusive: bool = False,
+) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
+    """Make a function a tool: ``@tool`` or ``@tool(idempotent=True, timeout=10)``.
+
+    ``name`` defaults to the function's, ``description`` to its docstring, ``input_schema`` to
+    the schema of its parameters. ``idempotent``: safe to run again when a worker died with
+    the call's outcome unknown (otherwise the model is told the outcome is unknown).
+    ``timeout``: seconds a call may take. ``exclusive``: the call runs alone, with no other
+    call of its turn at the same time.
+    """
+
+    def build(target: Callable[P, R]) -> Tool[P, R]:
+        if isinstance(target, Tool):
+            raise ToolDefinitionError(f"{target.name} is already a tool")
+        if not callable(target):
+            raise ToolDefinitionError(f"@tool needs a function, not {type(target).__name__}")
+        tool_name: str = name or str(getattr(target, "__name__", ""))
+        signature = None if input_schema is not None else function_signature(target, name=tool_name)
+        schema = input_schema if input_schema is not None else signature.input_schema  # type: ignore[union-attr]
+        text = description
+        if text is None:
+            text = signature.description if signature is not None else inspect.getdoc(target)
+        return Tool(
+            tool_name,
+            text or "",
+            schema,
+            target,
+            idempotent=idempotent,
+            timeout=timeout,
+            exclusive=exclusive,
+            signature=signature,
+        )
+
+    if func is not None:
+        return build(func)
+    return build
+
+
+def as_tool(value: Tool[..., Any] | Callable[..., Any]) -> Tool[..., Any]:
+    """A tool as given, or a plain function made one with :func:`tool`'s defaults."""
+    return value if isinstance(value, Tool) else tool(value)
+
+
+def render_result(result: Any) -> str:
+    """The text the model gets for a tool's return value (pure)."""
+    if isinstance(result, str):
+        return result
+    from pydantic import BaseModel
+    from pydantic_core import to_jsonable_python
+
+    if isinstance(result, BaseModel):
+        return result.model_dump_json()
+    return json.dumps(to_jsonable_python(result, fallback=str))
+
+
 class ToolRegistry:
     def __init__(
-        self, tools: Iterable[Tool] = (), *, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
+        self,
+        tools: Iterable[Tool[..., Any] | Callable[..., Any]] = (),
+        *,
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
     ) -> None:
-        self._tools: dict[str, Tool] = {}
+        self._tools: dict[str, Tool[..., Any]] = {}
         self._validators: dict[str, Validator] = {}
         self.max_result_chars = max_result_chars
-        for tool in tools:
-            self.add(tool)
+        for item in tools:
+            self.add(as_tool(item))
 
-    def add(self, tool: Tool) -> Tool:
+    def add(self, tool: Tool[..., Any]) -> Tool[..., Any]:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name} is already registered")
-        from jsonschema import Draft202012Validator
+        if tool.signature is None:
+            from jsonschema import Draft202012Validator
 
+            self._validators[tool.name] = Draft202012Validator(dict(tool.input_schema))
         self._tools[tool.name] = tool
-        self._validators[tool.name] = Draft202012Validator(dict(tool.input_schema))
         return tool
 
     def tool(
@@ -132,7 +276,7 @@ class ToolRegistry:
         idempotent: bool = False,
         timeout: float | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Decorator form of :meth:`add`."""
+        """Decorator form of :meth:`add`, with an explicit schema."""
 
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
             self.add(
@@ -149,8 +293,18 @@ class ToolRegistry:
 
         return register
 
-    def get(self, name: str) -> Tool | None:
+    def get(self, name: str) -> Tool[..., Any] | None:
         return self._tools.get(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._tools)
+
+    def __iter__(self) -> typing.Iterator[Tool[..., Any]]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
 
     def specs(self, names: Sequence[str] | None = None) -> list[ToolSpec]:
         """Specs of ``names`` (every tool when None); unknown names are an error."""
@@ -160,31 +314,45 @@ class ToolRegistry:
             raise KeyError(f"unknown tools: {', '.join(missing)}")
         return [self._tools[n].spec() for n in chosen]
 
-    def validate(self, name: str, arguments: Mapping[str, Any]) -> str | None:
-        """None when valid, else a message for the model naming every violation."""
-        validator = self._validators.get(name)
-        if validator is None:
-            return f"unknown tool {name!r}"
+    def prepare(self, name: str, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """The keyword arguments to call the tool with, or a problem for the model."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return {}, f"unknown tool {name!r}"
+        if tool.signature is not None:
+            kwargs, problem = validate_arguments(tool.signature, name, arguments)
+            return kwargs or {}, problem
+        validator = self._validators[name]
         errors = sorted(validator.iter_errors(dict(arguments)), key=lambda e: list(e.path))
         if not errors:
-            return None
+            return dict(arguments), None
         details = "; ".join(
             f"{'/'.join(str(p) for p in e.path) or '(input)'}: {e.message}" for e in errors
         )
-        return f"invalid input for tool {name!r}: {details}"
+        return {}, f"invalid input for tool {name!r}: {details}"
 
-    async def invoke(self, call: ToolUseBlock) -> ToolOutput:
+    def validate(self, name: str, arguments: Mapping[str, Any]) -> str | None:
+        """None when valid, else a message for the model naming every violation."""
+        return self.prepare(name, arguments)[1]
+
+    async def invoke(self, call: ToolUseBlock, context: ToolContext | None = None) -> ToolOutput:
         """Validate and run the callable; every failure becomes an error result."""
-        problem = self.validate(call.name, call.input)
+        kwargs, problem = self.prepare(call.name, call.input)
         if problem is not None:
             return ToolOutput(problem, is_error=True)
         tool = self._tools[call.name]
+        if tool.context_param is not None:
+            if context is None:
+                raise ValueError(f"tool {call.name} takes a ToolContext: pass one")
+            kwargs[tool.context_param] = context
         try:
             async with asyncio.timeout(tool.timeout):
                 if inspect.iscoroutinefunction(tool.func):
-                    result = await tool.func(**call.input)
+                    result = await tool.func(**kwargs)
                 else:
-                    result = await asyncio.to_thread(tool.func, **call.input)
+                    result = await asyncio.to_thread(tool.func, **kwargs)
+                    if inspect.isawaitable(result):  # a callable object with an async __call__
+                        result = await result
         except TimeoutError:
             return ToolOutput(f"tool {call.name!r} timed out after {tool.timeout}s", True)
         except ToolError as exc:
@@ -193,14 +361,48 @@ class ToolRegistry:
             # The text may hold internals (paths, hosts, credentials in a URL): log only.
             log.warning("tool %s (%s) raised", call.name, call.id, exc_info=True)
             return ToolOutput(tool_failed(call.name), True)
-        return ToolOutput(self._render(result))
+        try:
+            return ToolOutput(self._cut(render_result(result)))
+        except (TypeError, ValueError):
+            log.warning("tool %s (%s) returned what JSON cannot hold", call.name, call.id)
+            return ToolOutput(tool_failed(call.name), True)
 
-    def _render(self, result: Any) -> str:
-        text = result if isinstance(result, str) else json.dumps(result, default=str)
+    def _cut(self, text: str) -> str:
         if len(text) > self.max_result_chars:
             cut = len(text) - self.max_result_chars
             text = f"{text[: self.max_result_chars]}\n[... {cut} more characters cut]"
         return text
+
+
+@dataclass(frozen=True, slots=True)
+class CallSite:
+    """What a tool's context says about where the call comes from (the run's side)."""
+
+    #: the run and thread as their caller named them
+    run_id: str
+    thread_id: str
+    caller: str = ""
+    #: a ``monotonic`` instant when the invocation must hand the run over
+    deadline: float | None = None
+    monotonic: Callable[[], float] = time.monotonic
+
+
+def tool_context(
+    site: CallSite, *, stored_run_id: str, call: ToolUseBlock, attempt: int
+) -> ToolContext:
+    return ToolContext(
+        run_id=site.run_id,
+        thread_id=site.thread_id,
+        tool_call_id=call.id,
+        idempotency_key=idempotency_key(stored_run_id, call.id),
+        attempt=attempt,
+        caller=site.caller,
+        logger=tool_logger(
+            call.name, run_id=site.run_id, thread_id=site.thread_id, tool_call_id=call.id
+        ),
+        deadline=site.deadline,
+        monotonic=site.monotonic,
+    )
 
 
 async def execute_tool_call(
@@ -211,10 +413,12 @@ async def execute_tool_call(
     epoch: int,
     call: ToolUseBlock,
     enabled: Collection[str],
+    site: CallSite | None = None,
 ) -> ToolResultBlock:
     """Run one call at most once (idempotent tools: at least once, never lost).
 
     ``enabled`` is the run's own tool list: any other name is refused before the claim.
+    ``site`` fills the ToolContext of a tool that takes one (the run's ids when absent).
     Raises LeaseLost when ``epoch`` no longer holds the run (before anything ran), and
     ToolCallConflict when a newer epoch took the call over while it ran.
     """
@@ -242,7 +446,9 @@ async def execute_tool_call(
             return ToolResultBlock(
                 tool_use_id=call.id, content=record.content or "", is_error=record.is_error
             )
-        await store.reclaim_tool_call(run_id, call.id, epoch=epoch, previous_epoch=record.epoch)
+        record = await store.reclaim_tool_call(
+            run_id, call.id, epoch=epoch, previous_epoch=record.epoch
+        )
         if not tool.idempotent:
             log.warning("tool call %s (%s): outcome unknown, not re-run", call.id, call.name)
             await store.finish_tool_call(
@@ -251,7 +457,11 @@ async def execute_tool_call(
             return ToolResultBlock(tool_use_id=call.id, content=OUTCOME_UNKNOWN, is_error=True)
         log.info("tool call %s (%s): outcome unknown, re-running (idempotent)", call.id, call.name)
 
-    output = await registry.invoke(call)
+    context = None
+    if tool.context_param is not None:
+        where = site or CallSite(run_id=run_id, thread_id="")
+        context = tool_context(where, stored_run_id=run_id, call=call, attempt=record.attempts)
+    output = await registry.invoke(call, context)
     done = await store.finish_tool_call(
         run_id, call.id, epoch=epoch, content=output.content, is_error=output.is_error
     )

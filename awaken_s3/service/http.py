@@ -42,6 +42,7 @@ from awaken_s3.service.http_models import (
     MAX_BODY_BYTES,
     CreateRunRequest,
     CreateThreadRequest,
+    agent_view,
     message_view,
     run_view,
     thread_view,
@@ -69,6 +70,7 @@ from awaken_s3.threads.errors import StoreUnavailable
 from awaken_s3.threads.models import RunSettings, RunState
 
 if TYPE_CHECKING:
+    from awaken_s3.agents import Agent, App
     from awaken_s3.service.wiring import Services
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "awaken-s3")
@@ -79,6 +81,22 @@ app = APIGatewayHttpResolver(debug=False)
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
+
+#: the app whose agents the API serves: this repository's default until a handler built by
+#: :func:`handler_for` names another (one invocation at a time per process, as on Lambda)
+_SERVED: list[App | str] = ["awaken_s3.agents:default_app"]
+_LOADED: dict[str, App] = {}
+
+
+def served_app() -> App:
+    from awaken_s3.agents import load_app
+
+    app = _SERVED[-1]
+    if isinstance(app, str):
+        if app not in _LOADED:
+            _LOADED[app] = load_app(app)
+        return _LOADED[app]
+    return app
 
 
 def _json(status: HTTPStatus | int, body: dict[str, Any]) -> Response[str]:
@@ -237,21 +255,56 @@ def with_services(operation: Callable[[Services], Awaitable[T]]) -> T:
     return runtime.run(run())
 
 
-def settings_for(request: CreateRunRequest) -> RunSettings:
-    default = ProviderSettings.from_env().model
-    return runs.run_settings(
-        model=request.model,
-        default_model=default,
-        allowed=allowed_models(default=default),
-        system=request.system,
-        max_tokens=request.max_tokens,
-        temperature=request.temperature,
-        tools=request.tools,
-        max_turns=request.max_turns,
+def _refused(field: str, message: str, kind: str, choices: Any) -> ApiError:
+    return ApiError(
+        HTTPStatus.UNPROCESSABLE_ENTITY,
+        "invalid_request",
+        message,
+        [{"loc": [field], "msg": message, "type": kind, "choices": list(choices)}],
     )
 
 
+def agent_for(request: CreateRunRequest) -> Agent:
+    from awaken_s3.agents import UnknownAgent
+
+    try:
+        return served_app().agent(request.agent)
+    except UnknownAgent as exc:
+        raise _refused("agent", str(exc), "unknown_agent", exc.choices) from exc
+
+
+def default_model(agent: Agent) -> str:
+    """The model a run of ``agent`` uses unless it names one: the agent's, else the
+    environment's."""
+    return agent.model or ProviderSettings.from_env().model
+
+
+def settings_for(request: CreateRunRequest) -> RunSettings:
+    """The run's settings: the agent's, with the overrides it allows (422 otherwise, before
+    anything is stored or enqueued)."""
+    from awaken_s3.agents import RunRequestRefused, resolve_run_settings
+
+    agent = agent_for(request)
+    model = default_model(agent)
+    try:
+        return resolve_run_settings(
+            agent,
+            request.overrides(),
+            default_model=model,
+            allowed_models=allowed_models(default=model),
+        )
+    except RunRequestRefused as exc:
+        raise _refused(exc.field, str(exc), exc.kind, exc.choices) from exc
+
+
 # -- routes
+
+
+@app.get("/agents")
+def list_agents() -> Response[str]:
+    caller()
+    agents = [agent_view(agent, model=default_model(agent)) for agent in served_app()]
+    return _json(HTTPStatus.OK, {"agents": agents})
 
 
 @app.post("/threads")
@@ -404,3 +457,17 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         # A request that counted nothing (a read) is normal, not worth a warning.
         warnings.filterwarnings("ignore", message="No application metrics to publish")
         return cast(dict[str, Any], _resolve(event, context))
+
+
+def handler_for(app: App | str) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
+    """An HTTP API ``lambda_handler`` serving ``app``'s agents (or the app that
+    ``"MODULE:ATTRIBUTE"`` names, imported at the first request that needs it)."""
+
+    def serve(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        _SERVED.append(app)
+        try:
+            return lambda_handler(event, context)
+        finally:
+            _SERVED.pop()
+
+    return serve

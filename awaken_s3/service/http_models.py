@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from awaken_s3.agents import MAX_TOKENS_LIMIT, MAX_TURNS_LIMIT, Agent
 from awaken_s3.messages import Message
 from awaken_s3.service.public_errors import public_error
 from awaken_s3.service.scoping import PublicRunId, PublicThreadId, public_id
@@ -13,12 +14,12 @@ from awaken_s3.threads.models import RunState, Thread
 
 #: request bodies above this are refused with 413 before parsing
 MAX_BODY_BYTES = 256 * 1024
-MAX_TOKENS_LIMIT = 64_000
 MAX_METADATA_ENTRIES = 32
 
 MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 MetadataValue = Annotated[str, StringConstraints(max_length=1024)]
 ToolName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+AgentName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 
 
 class CreateThreadRequest(BaseModel):
@@ -31,20 +32,32 @@ class CreateThreadRequest(BaseModel):
 
 
 class CreateRunRequest(BaseModel):
+    """A run of one of the app's agents. Every field after ``agent`` overrides the agent's own
+    setting, and is accepted only when the agent lets a caller set it (``overridable``)."""
+
     model_config = ConfigDict(extra="forbid")
 
     #: the user message that starts the run
     message: Annotated[str, StringConstraints(min_length=1)]
     #: set it to retry a request safely: the same run id answers with the same run
     run_id: PublicRunId | None = None
+    #: one of the app's agents; the app's default agent when absent
+    agent: AgentName | None = None
     system: str | None = None
-    max_tokens: int = Field(default=4096, ge=1, le=MAX_TOKENS_LIMIT)
-    #: one of the allowed models; the configured default when absent
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS_LIMIT)
+    #: one of the agent's allowed models
     model: str | None = None
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    #: names of tools registered in the worker, offered to the model
-    tools: tuple[ToolName, ...] = Field(default=(), max_length=64)
-    max_turns: int = Field(default=25, ge=1, le=100)
+    #: some of the agent's tools, offered to the model instead of all of them
+    tools: tuple[ToolName, ...] | None = Field(default=None, max_length=64)
+    max_turns: int | None = Field(default=None, ge=1, le=MAX_TURNS_LIMIT)
+    #: input + output tokens the run may spend
+    token_budget: int | None = Field(default=None, ge=1, le=10**12)
+
+    def overrides(self) -> dict[str, Any]:
+        """The agent settings the caller chose to set, by field name."""
+        keep = self.model_fields_set - {"message", "run_id", "agent"}
+        return {name: getattr(self, name) for name in keep}
 
 
 def thread_view(thread: Thread) -> dict[str, Any]:
@@ -80,6 +93,21 @@ def run_view(run: RunState) -> dict[str, Any]:
         "error": public_error(run.error) if run.error else None,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
+    }
+
+
+def agent_view(agent: Agent, *, model: str) -> dict[str, Any]:
+    """``GET /agents``: what a caller may know of an agent (never its system prompt, which is
+    the operator's)."""
+    return {
+        "name": agent.name,
+        "description": agent.description,
+        "model": model,
+        "overridable": sorted(agent.overridable),
+        "tools": [
+            {"name": spec.name, "description": spec.description, "input_schema": spec.input_schema}
+            for spec in agent.registry.specs()
+        ],
     }
 
 

@@ -12,12 +12,12 @@ code a caller sees. Nothing here knows about events, headers or bodies (that is
   attempt may have died between the create and the send (FIFO deduplicates the repeat);
 * one live run per thread (409 ``run_active`` names the active one);
 * another caller's thread or run answers exactly like a missing one;
-* the model is the configured default or one of the allowed ones.
+* what a run may set of its agent is the agent's decision (:mod:`awaken_s3.agents`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -58,36 +58,6 @@ class ApiError(Exception):
 
 def not_found(kind: str, ident: str) -> ApiError:
     return ApiError(HTTPStatus.NOT_FOUND, "not_found", f"{kind} {ident} not found")
-
-
-def run_settings(
-    *,
-    model: str | None,
-    default_model: str,
-    allowed: Collection[str],
-    system: str | None,
-    max_tokens: int,
-    temperature: float | None,
-    tools: tuple[str, ...],
-    max_turns: int,
-) -> RunSettings:
-    """The run's settings; a caller must not pick an arbitrary, possibly costly model."""
-    chosen = model or default_model
-    if chosen not in allowed:
-        raise ApiError(
-            HTTPStatus.UNPROCESSABLE_ENTITY,
-            "invalid_request",
-            "the body has invalid fields",
-            [{"loc": ["model"], "msg": "model is not allowed", "type": "model_not_allowed"}],
-        )
-    return RunSettings(
-        model=chosen,
-        system=system,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        tools=tools,
-        max_turns=max_turns,
-    )
 
 
 async def create_thread(

@@ -41,7 +41,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from awaken_s3.settings import StorageSettings
@@ -177,24 +177,39 @@ def client_environment(env: Mapping[str, str] | None = None) -> tuple[str | None
 
 
 @dataclass
+class _ProviderEntry:
+    """One provider built from settings, what closes it (and its Bedrock client), and when
+    it was built (a keyed provider is rebuilt once its key may have rotated)."""
+
+    provider: Provider
+    settings: ProviderSettings
+    built_at: float
+    stack: AsyncExitStack
+
+
+def provider_key(settings: ProviderSettings) -> str:
+    """Settings that build the same provider share it: a provider serves any model id (each
+    request names its model), so the model is not part of the key."""
+    return settings.model_copy(update={"model": ""}).model_dump_json()
+
+
+@dataclass
 class _Clients:
     stack: AsyncExitStack
     environment: tuple[str | None, ...]
     dynamodb: Any
     s3: Any
     sqs: Any
-    #: the provider built from the environment, with the settings it was built from and
-    #: what closes it (and its Bedrock client) when it is replaced
-    provider: Provider | None = None
-    provider_settings: ProviderSettings | None = None
-    provider_built_at: float = 0.0
-    provider_stack: AsyncExitStack | None = None
+    #: the providers built from settings (one per provider configuration the app's agents use)
+    providers: dict[str, _ProviderEntry] = field(default_factory=dict)
 
-    async def close_provider(self) -> None:
-        stack, self.provider_stack = self.provider_stack, None
-        self.provider = self.provider_settings = None
-        if stack is not None:
-            await stack.aclose()
+    async def close_provider(self, key: str | None = None) -> None:
+        """Close one provider (``key``), or all of them."""
+        keys = list(self.providers) if key is None else [key]
+        for each in keys:
+            entry = self.providers.pop(each, None)
+            if entry is not None:
+                await entry.stack.aclose()
 
 
 class WarmRuntime:
@@ -245,23 +260,22 @@ class WarmRuntime:
         return build_services(settings, dynamodb=clients.dynamodb, s3=clients.s3, sqs=clients.sqs)
 
     async def provider(self, settings: ProviderSettings) -> Provider:
-        """The provider ``settings`` describe, built once and kept with the clients (rebuilt
-        when the settings change, and for a keyed provider once its key may have rotated:
-        after ``api_key_max_age`` seconds, as often as the key cache itself refreshes)."""
+        """The provider ``settings`` describe, built once and kept with the clients, one per
+        provider configuration (the model aside: see :func:`provider_key`). A keyed provider
+        is rebuilt once its key may have rotated: after ``api_key_max_age`` seconds, as often
+        as the key cache itself refreshes."""
         from awaken_s3.providers.config import build_provider
 
         clients = await self._open()
-        current = clients.provider
-        age = self._clock() - clients.provider_built_at
+        key = provider_key(settings)
+        current = clients.providers.get(key)
         keyed = settings.provider != "bedrock"
-        if (
-            current is not None
-            and clients.provider_settings == settings
-            and not (keyed and age > settings.api_key_max_age)
+        if current is not None and not (
+            keyed and self._clock() - current.built_at > settings.api_key_max_age
         ):
-            return current
-        await clients.close_provider()
-        stack = clients.provider_stack = AsyncExitStack()
+            return current.provider
+        await clients.close_provider(key)
+        stack = AsyncExitStack()
         bedrock: Any = None
         if settings.provider == "bedrock":
             from awaken_s3.providers.bedrock import client_config
@@ -279,8 +293,7 @@ class WarmRuntime:
             )
         provider = build_provider(settings, bedrock_client=bedrock)
         stack.push_async_callback(close_provider, provider)
-        clients.provider, clients.provider_settings = provider, settings
-        clients.provider_built_at = self._clock()
+        clients.providers[key] = _ProviderEntry(provider, settings, self._clock(), stack)
         return provider
 
     async def _open(self) -> _Clients:

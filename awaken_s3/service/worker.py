@@ -1,8 +1,10 @@
 """The SQS worker: each record names a run; drive it until it ends or the deadline nears.
 
-``make_handler(tools=, provider_factory=)`` builds a Lambda handler; ``handlers/worker.py`` is
-the deployed entry point (``make_handler()``), and a deployment with its own tools points its
-function at a module of its own that calls ``make_handler(registry)``.
+``make_handler(app=, provider_factory=)`` builds a Lambda handler for an app's agents
+(:meth:`awaken_s3.App.worker_handler` calls it); ``handlers/worker.py`` is this repository's
+entry point, serving the default app (:func:`awaken_s3.agents.default_app`). Each run names
+its agent: the loop takes that agent's tools, and its turns stream from that agent's provider
+(the environment's unless the agent names its own; ``provider_factory`` replaces them all).
 
 One event loop and one set of clients for the life of the process
 (:func:`awaken_s3.service.wiring.warm_runtime`: aiobotocore clients and provider SDK clients
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch import BatchProcessor
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+    from awaken_s3.agents import Agent, App
     from awaken_s3.runtime.loop import RunEnd, RunResult
     from awaken_s3.runtime.tools import ToolRegistry
     from awaken_s3.service.config import WorkerSettings
@@ -133,22 +136,28 @@ def record_result(result: RunResult) -> None:
         metrics.add_metric(name="ResumeDelay", unit=MetricUnit.Seconds, value=result.resume_delay)
 
 
+#: the provider an agent's turns stream from (None: the invocation's default provider)
+AgentProviders = Callable[["Agent"], Any]
+
+
 class Invocation:
-    """The state of one worker invocation: clients, provider, tools and the deadline."""
+    """The state of one worker invocation: clients, the app, providers and the deadline."""
 
     def __init__(
         self,
         services: Services,
         provider: Provider,
-        tools: ToolRegistry,
+        app: App,
         *,
         settings: WorkerSettings,
         context: LambdaContext,
         deadline: float,
+        agent_provider: AgentProviders | None = None,
     ) -> None:
         self.services = services
         self.provider = provider
-        self.tools = tools
+        self.app = app
+        self.agent_provider = agent_provider
         self.settings = settings
         self.context = context
         self.deadline = deadline
@@ -197,11 +206,12 @@ class Invocation:
             self.services.threads,
             runner,
             self.services.checkpoints,
-            self.tools,
             worker_id=writer,
             lease_seconds=self.settings.lease_seconds,
             max_idle_suspensions=self.settings.max_idle_suspensions,
             monotonic=monotonic,
+            app=self.app,
+            provider_for=self.agent_provider,
         )
 
         async def keep_hidden() -> None:
@@ -290,7 +300,7 @@ async def _open_provider(factory: ProviderFactory) -> Provider:
 def process_batch(
     event: dict[str, Any],
     context: LambdaContext,
-    tools: ToolRegistry,
+    app: App,
     provider_factory: ProviderFactory | None,
 ) -> dict[str, Any]:
     from aws_lambda_powertools.utilities.batch import (
@@ -302,7 +312,7 @@ def process_batch(
 
     from awaken_s3.providers.config import ProviderSettings
     from awaken_s3.service.config import WorkerSettings
-    from awaken_s3.service.wiring import close_provider, warm_runtime
+    from awaken_s3.service.wiring import close_provider, provider_key, warm_runtime
     from awaken_s3.settings import StorageSettings
 
     storage = StorageSettings.from_env(need_queue=True)
@@ -319,13 +329,29 @@ def process_batch(
     runtime = warm_runtime()
     services = runtime.run(runtime.services(storage))
     own_provider = provider_factory is not None
+    agent_provider = None
     if provider_factory is not None:
         provider = runtime.run(_open_provider(provider_factory))
     else:
-        provider = runtime.run(runtime.provider(ProviderSettings.from_env()))
+        environment = ProviderSettings.from_env()
+        provider = runtime.run(runtime.provider(environment))
+
+        async def agent_provider(agent: Agent) -> Provider | None:
+            # The agents that keep the environment's provider share the invocation's.
+            wanted = agent.provider_settings()
+            if provider_key(wanted) == provider_key(environment):
+                return None
+            return await runtime.provider(wanted)
+
     try:
         invocation = Invocation(
-            services, provider, tools, settings=settings, context=context, deadline=deadline
+            services,
+            provider,
+            app,
+            settings=settings,
+            context=context,
+            deadline=deadline,
+            agent_provider=agent_provider,
         )
         response = process_partial_response(
             event=event,
@@ -342,22 +368,39 @@ def process_batch(
 def make_handler(
     tools: ToolRegistry | None = None,
     provider_factory: ProviderFactory | None = None,
+    *,
+    app: App | str | None = None,
 ) -> LambdaHandler:
-    """A worker ``lambda_handler`` with your tools (and, in tests, your provider).
+    """A worker ``lambda_handler`` for ``app``'s agents (and, in tests, your provider).
 
-    Without ``provider_factory`` the provider is the one the environment configures, built
-    on first use and kept for the life of the process with the AWS clients; a factory runs
-    once per invocation, on the process's loop, and a provider it returns with ``aclose()``
-    is closed when the invocation ends.
+    ``app``: the :class:`~awaken_s3.App`, or ``"MODULE:ATTRIBUTE"`` naming it, imported at the
+    first invocation (so the handler module's own import stays light). ``tools`` without an
+    app: one default agent with those tools (the form before apps). Without
+    ``provider_factory`` each agent's provider is the one its settings configure, built on
+    first use and kept for the life of the process with the AWS clients; a factory runs once
+    per invocation, on the process's loop, serves every agent, and a provider it returns with
+    ``aclose()`` is closed when the invocation ends.
     """
+    if app is not None and tools is not None:
+        raise ValueError("give the tools to the app's agents, not to make_handler")
+    served: list[App] = []
+
+    def resolve() -> App:
+        if not served:
+            from awaken_s3.agents import Agent, App, load_app
+
+            if isinstance(app, App):
+                served.append(app)
+            elif isinstance(app, str):
+                served.append(load_app(app))
+            else:
+                served.append(App([Agent("default", tools=list(tools or ()))]))
+        return served[0]
 
     @logger.inject_lambda_context(clear_state=True)
     @metrics.log_metrics(raise_on_empty_metrics=False)
     def handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        from awaken_s3.runtime.tools import ToolRegistry
-
-        registry = tools if tools is not None else ToolRegistry()
-        return process_batch(event, context, registry, provider_factory)
+        return process_batch(event, context, resolve(), provider_factory)
 
     def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         with warnings.catch_warnings():

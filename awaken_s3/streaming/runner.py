@@ -140,6 +140,7 @@ class _Driver:
     def __init__(self, runner: TurnRunner, job: TurnRequest) -> None:
         self.r = runner
         self.job = job
+        self.provider = job.provider or runner.provider
         self.stats = StatsCounter()
         self.machine = TurnMachine(
             run_id=job.run_id,
@@ -148,11 +149,11 @@ class _Driver:
             epoch=job.epoch,
             writer_id=runner.writer_id,
             request=job.request,
-            prefill=runner.provider.capabilities(job.request.model).assistant_prefill,
+            prefill=self.provider.capabilities(job.request.model).assistant_prefill,
             policy=runner.retry_policy,
             rng=runner.rng,
             deadline=job.deadline,
-            provider_name=runner.provider.name,
+            provider_name=self.provider.name,
         )
         self.writer: CheckpointWriter | None = None
         self.chars_at_start = 0
@@ -309,7 +310,7 @@ class _Driver:
         idle = self.r.retry_policy.idle_timeout
         loop = asyncio.get_running_loop()
         try:
-            stream = self.r.provider.stream(request)
+            stream = self.provider.stream(request)
         except ProviderError as exc:
             return exc
         iterator: AsyncIterator[StreamEvent] = aiter(stream)
@@ -344,7 +345,7 @@ class _Driver:
                 return DEADLINE
             return StreamStalled(
                 f"no stream event for {idle:g}s; the stream was abandoned",
-                provider=self.r.provider.name,
+                provider=self.provider.name,
             )
         except asyncio.CancelledError:
             raise
@@ -354,7 +355,7 @@ class _Driver:
             await _close(iterator)
         if acc.stop_reason is None:
             return ConnectionDropped(
-                "the stream ended without a stop reason", provider=self.r.provider.name
+                "the stream ended without a stop reason", provider=self.provider.name
             )
         return COMPLETED
 

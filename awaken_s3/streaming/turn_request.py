@@ -10,7 +10,7 @@ from typing import Final
 
 from awaken_s3.ids import validate_run_id, validate_thread_id
 from awaken_s3.models import StoredCheckpoint
-from awaken_s3.streaming.provider import ModelRequest
+from awaken_s3.streaming.provider import ModelRequest, Provider
 
 
 class _NotLoaded(enum.Enum):
@@ -57,6 +57,8 @@ class TurnRequest:
     #: the lease, so the checkpoint is what is wrong and is replaced. Without it every such
     #: fence is believed.
     confirm_owner: OwnerCheck | None = None
+    #: the provider this turn streams from (an agent's own); None: the runner's
+    provider: Provider | None = None
 
     def __post_init__(self) -> None:
         validate_run_id(self.run_id)

@@ -212,6 +212,11 @@ def settings_json(settings: RunSettings) -> str:
         "tools": list(settings.tools),
         "max_turns": settings.max_turns,
     }
+    # Only when set: a run item written before agents existed decodes to the same settings.
+    if settings.agent:
+        data["agent"] = settings.agent
+    if settings.token_budget is not None:
+        data["token_budget"] = settings.token_budget
     if apart:
         data["system_apart"] = True
     return json.dumps(data, separators=(",", ":"))
@@ -227,6 +232,8 @@ def decode_settings(raw: str, *, system: str | None = None) -> RunSettings:
         temperature=data.get("temperature"),
         tools=tuple(data.get("tools", ())),
         max_turns=int(data.get("max_turns", 25)),
+        agent=str(data.get("agent") or ""),
+        token_budget=None if data.get("token_budget") is None else int(data["token_budget"]),
     )
 
 

@@ -68,6 +68,12 @@ class RunSettings:
     tools: tuple[str, ...] = ()
     #: the run fails with ``step_limit`` before starting a model turn past this index
     max_turns: int = 25
+    #: the app's agent the run belongs to ("" for the default agent: runs stored before
+    #: agents existed name none)
+    agent: str = ""
+    #: input + output tokens the run may spend; a committed turn past it fails the run with
+    #: ``budget_exhausted`` (None: no budget)
+    token_budget: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,16 +63,30 @@ class DevServer:
         return int(self.process.returncode)
 
 
-def start_dev_server(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> DevServer:
+def start_dev_server(
+    tmp_path: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    command: list[str] | None = None,
+    cwd: Path = ROOT,
+) -> DevServer:
+    """``command``: how to invoke awaken-s3 (default: this interpreter's ``-m awaken_s3.cli``;
+    a user's test passes the installed script); ``cwd``: where it runs (a user's project)."""
     port = free_port()
-    output = tmp_path / "dev.out"
-    command = [sys.executable, "-m", "awaken_s3.cli", "dev", "--port", str(port), *args]
+    output = tmp_path / f"dev-{port}.out"
+    command = [
+        *(command or [sys.executable, "-m", "awaken_s3.cli"]),
+        "dev",
+        "--port",
+        str(port),
+        *args,
+    ]
     environ = {**os.environ, **(env or {})}
     for name in ("AWS_ENDPOINT_URL", "AWAKEN_BUCKET", "AWAKEN_TABLE", "AWAKEN_QUEUE_URL"):
         environ.pop(name, None)
     with output.open("wb") as sink:
         process = subprocess.Popen(
-            command, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, env=environ
+            command, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT, env=environ
         )
     server = DevServer(f"http://127.0.0.1:{port}", process, output)
     eventually(
@@ -93,8 +107,13 @@ def start_dev_server(tmp_path: Path, *args: str, env: dict[str, str] | None = No
 def dev_server_factory(tmp_path: Path) -> Iterator[Callable[..., DevServer]]:
     servers: list[DevServer] = []
 
-    def start(*args: str, env: dict[str, str] | None = None) -> DevServer:
-        server = start_dev_server(tmp_path, *args, env=env)
+    def start(
+        *args: str,
+        env: dict[str, str] | None = None,
+        command: list[str] | None = None,
+        cwd: Path = ROOT,
+    ) -> DevServer:
+        server = start_dev_server(tmp_path, *args, env=env, command=command, cwd=cwd)
         servers.append(server)
         return server
 

@@ -118,7 +118,9 @@ def test_a_run_with_a_tool_shows_the_call_and_its_claim(
 ) -> None:
     server = dev_server_factory("--scripted-delay", "0.02", "--sweep-interval", "0")
     page = open_console(browser, server)
-    page.get_by_test_id("offer-tool").check()
+    # The app's agents, from the API: the researcher has a tool, offered unless unticked.
+    page.get_by_test_id("agent").select_option("researcher")
+    expect(page.get_by_test_id("tool-lookup")).to_be_checked()
     page.get_by_role("button", name="Start a run").click()
 
     expect(page.get_by_test_id("run-status")).to_have_text("completed")
@@ -128,4 +130,6 @@ def test_a_run_with_a_tool_shows_the_call_and_its_claim(
     messages = page.get_by_test_id("messages")
     expect(messages.locator("li")).to_have_count(4)  # user, tool call, tool result, answer
     expect(messages).to_contain_text("[calls lookup")
-    expect(messages.locator('li[data-role="assistant"]').last).to_contain_text(ANSWER[:40])
+    assistant = messages.locator('li[data-role="assistant"]').last
+    expect(assistant).to_contain_text("lookup said: S3 conditional writes")
+    expect(assistant).to_contain_text(ANSWER[:40])

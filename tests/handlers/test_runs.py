@@ -117,23 +117,3 @@ async def test_a_run_on_a_missing_thread_is_not_found_and_sends_nothing() -> Non
         await start(store, outbox, thread="nope")
     assert refused(exc) == (HTTPStatus.NOT_FOUND, "not_found")
     assert outbox.sent == []
-
-
-def test_only_the_default_or_an_allowed_model_may_be_picked() -> None:
-    def settings(model: str | None) -> RunSettings:
-        return runs.run_settings(
-            model=model,
-            default_model="m1",
-            allowed={"m1", "m2"},
-            system=None,
-            max_tokens=100,
-            temperature=None,
-            tools=(),
-            max_turns=5,
-        )
-
-    assert settings(None).model == "m1"
-    assert settings("m2").model == "m2"
-    with pytest.raises(ApiError) as exc:
-        settings("a-very-expensive-model")
-    assert refused(exc) == (HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_request")

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from awaken_s3 import Agent, App, tool
 from awaken_s3.demo.model import ANSWER, ContinuingModel
-from awaken_s3.runtime.tools import Tool, ToolRegistry
 from awaken_s3.service import worker
 from awaken_s3.service.queue import RunMessage, send_run_message
 from awaken_s3.service.wiring import Services, shared_session, warm_runtime
@@ -370,37 +370,47 @@ def _first_broken() -> Provider:
     return _FirstCallBroken()
 
 
-def test_plugged_in_tools_run_once_and_the_run_completes(aws: Aws) -> None:
+def test_an_app_s_agent_runs_its_own_tools_once_and_the_run_completes(aws: Aws) -> None:
     seen: list[dict[str, int]] = []
 
+    @tool
     def add(a: int, b: int) -> str:
+        """Add two integers."""
         seen.append({"a": a, "b": b})
         return str(a + b)
 
-    tools = ToolRegistry(
-        [
-            Tool(
-                "add",
-                "add two integers",
-                {
-                    "type": "object",
-                    "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                    "required": ["a", "b"],
-                },
-                add,
-            )
-        ]
-    )
+    app = App([Agent("plain"), Agent("calculator", tools=[add])])
     model = ScriptedProvider(
         [
             [*tool_call(0, "add", {"a": 2, "b": 3}, call_id="call-1"), *finish("tool_use")],
             text_turn("2 + 3 = 5"),
         ]
     )
-    thread_id = start_run(tools=["add"])
-    response, _ = deliver(aws, make_handler(tools, provider_factory=lambda: model))
+    api_handler = app.api_handler()
+
+    def app_api(method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        response = api_handler(http_event(method, path, **kwargs), FakeContext().lambda_context)
+        assert int(response["statusCode"]) < 300, response
+        body: dict[str, Any] = json.loads(response["body"])
+        return body
+
+    thread_id = app_api("POST", "/threads")["thread_id"]
+    app_api(
+        "POST",
+        f"/threads/{thread_id}/runs",
+        body={"message": "2 + 3?", "run_id": "run-1", "agent": "calculator"},
+    )
+    handler = app.worker_handler(provider_factory=lambda: model)
+    response, _ = deliver(aws, handler)
     assert response == {"batchItemFailures": []}
     assert seen == [{"a": 2, "b": 3}]
+    # The model was offered the agent's tool, with the schema its type hints give.
+    [offered] = model.requests[0].tools
+    assert offered.name == "add" and offered.description == "Add two integers."
+    assert offered.input_schema["properties"] == {
+        "a": {"type": "integer"},
+        "b": {"type": "integer"},
+    }
     thread = call_api("GET", f"/threads/{thread_id}")
     roles = [m["role"] for m in thread["messages"]]
     assert roles == ["user", "assistant", "user", "assistant"]

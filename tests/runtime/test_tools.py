@@ -89,7 +89,7 @@ async def test_slow_tool_times_out_and_long_output_is_cut() -> None:
 
     registry = ToolRegistry([Tool("slow", "", {"type": "object"}, slow, timeout=0.01)])
     registry.max_result_chars = 10
-    registry.add(Tool("long", "", {"type": "object"}, lambda: "x" * 25))
+    registry.add(Tool[[], str]("long", "", {"type": "object"}, lambda: "x" * 25))
     timed = await registry.invoke(ToolUseBlock(id="1", name="slow", input={}))
     assert timed.is_error and "timed out" in timed.content
     cut = await registry.invoke(ToolUseBlock(id="2", name="long", input={}))
@@ -98,10 +98,14 @@ async def test_slow_tool_times_out_and_long_output_is_cut() -> None:
 
 def test_registry_refuses_bad_schemas_and_duplicates() -> None:
     with pytest.raises(ValueError, match="invalid input schema"):
-        Tool("t", "", {"type": "no-such-type"}, lambda: None)
+        Tool[[], None]("t", "", {"type": "no-such-type"}, lambda: None)
     registry = counting_registry([])
+
+    def first(a: int, b: int) -> int:
+        return a
+
     with pytest.raises(ValueError, match="already registered"):
-        registry.add(Tool("add", "", ADD_SCHEMA, lambda a, b: a))
+        registry.add(Tool("add", "", ADD_SCHEMA, first))
     with pytest.raises(KeyError):
         registry.specs(["add", "mul"])
 

@@ -9,6 +9,8 @@ const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 const token = new URLSearchParams(location.hash.slice(1)).get("token");
 const $ = (id) => document.getElementById(id);
 
+const agents = new Map();  // name -> the API's view of the agent (GET /agents)
+
 const state = {
   thread: null,       // the selected thread's id
   run: null,          // the open run's id
@@ -62,8 +64,48 @@ async function loadInfo() {
   }
   const model = data.model === "scripted" ? "scripted model" : `${data.model} (${data.model_id})`;
   $("info").textContent =
-    `identity ${data.identity} · ${model} · storage ${data.storage} · ` +
+    `app ${data.app} · identity ${data.identity} · ${model} · storage ${data.storage} · ` +
     `lease ${data.lease_seconds} s · up to ${data.workers} workers · logs ${data.log_dir}`;
+}
+
+// -- the app's agents (the real API's GET /agents)
+
+async function loadAgents() {
+  const { status, data } = await call("GET", "/agents");
+  if (status !== 200) return;
+  const select = $("agent");
+  select.replaceChildren();
+  agents.clear();
+  for (const agent of data.agents) {
+    agents.set(agent.name, agent);
+    select.append(el("option", { value: agent.name }, agent.name));
+  }
+  renderAgent();
+}
+
+// The selected agent's description and tools; where the agent lets a caller choose its
+// tools, each is a checkbox (all on: the agent's own choice), else they are only listed.
+function renderAgent() {
+  const agent = agents.get($("agent").value);
+  const box = $("agent-tools");
+  box.replaceChildren();
+  $("agent-about").textContent = agent ? `${agent.description} · model ${agent.model}` : "";
+  if (!agent) return;
+  if (!agent.tools.length) { box.append(el("p", { class: "muted" }, "no tools")); return; }
+  const choose = agent.overridable.includes("tools");
+  for (const t of agent.tools) {
+    const input = el("input", { type: "checkbox", "data-tool": t.name, "data-testid": `tool-${t.name}` });
+    input.checked = true;
+    input.disabled = !choose;
+    box.append(el("label", { class: "inline", title: t.description }, input, " offer ",
+      el("code", {}, t.name)));
+  }
+}
+
+function chosenTools(agent) {
+  if (!agent || !agent.overridable.includes("tools")) return undefined;
+  return Array.from($("agent-tools").querySelectorAll("input[data-tool]"))
+    .filter((input) => input.checked).map((input) => input.dataset.tool);
 }
 
 // -- threads and runs
@@ -108,8 +150,11 @@ async function startRun(event) {
     if (created.status !== 201) { $("form-error").textContent = created.data.message; return; }
     threadId = created.data.thread_id;
   }
+  const agent = agents.get($("agent").value);
   const body = { message };
-  if ($("offer-tool").checked) body.tools = ["lookup"];
+  if (agent) body.agent = agent.name;
+  const tools = chosenTools(agent);
+  if (tools !== undefined) body.tools = tools;
   const started = await call("POST", `/threads/${threadId}/runs`, body);
   if (started.status !== 202) {
     $("form-error").textContent = started.data.message || `HTTP ${started.status}`;
@@ -323,6 +368,8 @@ async function kill() {
 
 $("new-run").addEventListener("submit", startRun);
 $("kill").addEventListener("click", kill);
+$("agent").addEventListener("change", renderAgent);
 loadInfo();
+loadAgents();
 loadThreads();
 setInterval(loadThreads, 3000);

@@ -1,0 +1,361 @@
+"""Agents as code: :class:`Agent` (a model, a system prompt, tools, limits) and :class:`App`.
+
+A user module defines an ``App`` of one or more agents; the deployed handlers, ``awaken-s3 dev
+--app MODULE:ATTRIBUTE`` and the tests all load that one object::
+
+    from awaken_s3 import Agent, App, ToolContext, tool
+
+    @tool
+    def lookup(topic: str) -> str:
+        \"\"\"Look a topic up in the notes.\"\"\"
+        ...
+
+    @tool(idempotent=False)
+    def send_email(to: str, body: str, ctx: ToolContext) -> str:
+        \"\"\"Send an email.\"\"\"
+        ...  # ctx.idempotency_key goes to the mail API
+
+    app = App([Agent("support", system="You help customers.", tools=[lookup, send_email])])
+
+    # handlers: worker.py, api.py, sweeper.py
+    lambda_handler = app.worker_handler()
+
+The agent is the server's decision, not the caller's: a run of an agent gets the agent's system
+prompt, model, tools and limits. A caller may set a field of the run's request only when the
+agent lists it in ``overridable`` (none by default); anything else is refused before the run
+is created (:func:`resolve_run_settings`, a 422 at the HTTP API). A run keeps the settings it
+was created with (they are stored with it), so a deploy that changes an agent changes the
+runs started after it, never one in flight; a run whose agent or tool has gone since fails
+with a classified error (``unknown_agent``, ``unknown_tool``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from awaken_s3.runtime.tools import Tool, ToolRegistry, as_tool
+from awaken_s3.threads.models import RunSettings
+
+if TYPE_CHECKING:
+    from awaken_s3.providers.config import ProviderSettings
+    from awaken_s3.service.worker import LambdaHandler, ProviderFactory
+
+#: request fields an agent may let a caller set on a run
+OVERRIDABLE_FIELDS: Final = frozenset(
+    {"system", "model", "tools", "max_tokens", "temperature", "max_turns", "token_budget"}
+)
+AGENT_NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+#: calls of one turn that run at once unless the agent says otherwise
+DEFAULT_MAX_PARALLEL_TOOLS: Final = 4
+#: the most model output tokens a turn may ask for (what the HTTP API accepts)
+MAX_TOKENS_LIMIT: Final = 64_000
+MAX_TURNS_LIMIT: Final = 100
+
+ProviderName = Literal["bedrock", "anthropic", "openai"]
+
+
+class AgentDefinitionError(ValueError):
+    """An agent or app is defined in a way that cannot work (the message says how to fix it)."""
+
+
+class RunRequestRefused(ValueError):
+    """A run request asks for something the agent does not allow.
+
+    ``field`` is the request field at fault, ``choices`` what would have been accepted.
+    """
+
+    def __init__(self, field: str, message: str, *, kind: str, choices: Sequence[str]) -> None:
+        super().__init__(message)
+        self.field = field
+        self.kind = kind
+        self.choices = tuple(choices)
+
+
+class UnknownAgent(LookupError):
+    def __init__(self, name: str, choices: Sequence[str]) -> None:
+        super().__init__(f"no agent named {name!r}; the agents are {', '.join(choices)}")
+        self.name = name
+        self.choices = tuple(choices)
+
+
+def _names(items: Iterable[str]) -> str:
+    return ", ".join(sorted(items)) or "none"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Agent:
+    """One agent: what runs of it send to the model, which tools they may call, their limits.
+
+    ``model`` None is the environment's (``AWAKEN_MODEL``, else the provider's default), and
+    ``provider`` None the environment's ``AWAKEN_PROVIDER`` (``bedrock``, ``anthropic``,
+    ``openai``), configured by the same settings. ``models`` are further models a caller may
+    choose when ``model`` is overridable (``AWAKEN_ALLOWED_MODELS`` adds to them).
+    ``token_budget``: input + output tokens a run may spend; the run fails with
+    ``budget_exhausted`` once a committed turn passes it. ``max_parallel_tools``: calls of one
+    turn that run at once (a tool made with ``exclusive=True`` always runs alone).
+    """
+
+    name: str = field(kw_only=False)
+    description: str = ""
+    system: str | None = None
+    tools: Sequence[Tool[..., Any] | Callable[..., Any]] = ()
+    model: str | None = None
+    provider: ProviderName | None = None
+    models: Collection[str] = ()
+    max_turns: int = 25
+    max_tokens: int = 4096
+    temperature: float | None = None
+    token_budget: int | None = None
+    overridable: Collection[str] = frozenset()
+    max_parallel_tools: int = DEFAULT_MAX_PARALLEL_TOOLS
+    registry: ToolRegistry = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not re.match(AGENT_NAME_PATTERN, self.name):
+            raise AgentDefinitionError(
+                f"agent name {self.name!r}: use 1-64 letters, digits, '_', '.' or '-', "
+                "starting with a letter or digit"
+            )
+        tools = tuple(as_tool(item) for item in self.tools)
+        seen: set[str] = set()
+        for item in tools:
+            if item.name in seen:
+                raise AgentDefinitionError(f"agent {self.name}: two tools named {item.name!r}")
+            seen.add(item.name)
+        object.__setattr__(self, "tools", tools)
+        object.__setattr__(self, "registry", ToolRegistry(tools))
+        overridable = frozenset(self.overridable)
+        unknown = overridable - OVERRIDABLE_FIELDS
+        if unknown:
+            raise AgentDefinitionError(
+                f"agent {self.name}: cannot make {_names(unknown)} overridable; the request "
+                f"fields are {_names(OVERRIDABLE_FIELDS)}"
+            )
+        object.__setattr__(self, "overridable", overridable)
+        object.__setattr__(self, "models", tuple(self.models))
+        if self.provider not in (None, "bedrock", "anthropic", "openai"):
+            raise AgentDefinitionError(
+                f"agent {self.name}: provider must be bedrock, anthropic or openai, not "
+                f"{self.provider!r}"
+            )
+        _check_range(self.name, "max_turns", self.max_turns, 1, MAX_TURNS_LIMIT)
+        _check_range(self.name, "max_tokens", self.max_tokens, 1, MAX_TOKENS_LIMIT)
+        _check_range(self.name, "max_parallel_tools", self.max_parallel_tools, 1, 64)
+        if self.token_budget is not None:
+            _check_range(self.name, "token_budget", self.token_budget, 1, 10**12)
+        if self.temperature is not None and not 0.0 <= self.temperature <= 2.0:
+            raise AgentDefinitionError(f"agent {self.name}: temperature must be within 0..2")
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        return self.registry.names
+
+    def provider_settings(self, env: Mapping[str, str] | None = None) -> ProviderSettings:
+        """The provider configuration of this agent's runs: the environment's, with the
+        agent's own provider and model where it names them."""
+        import os
+
+        from awaken_s3.providers.config import ProviderSettings
+
+        source = dict(os.environ if env is None else env)
+        if self.provider is not None and self.provider != source.get("AWAKEN_PROVIDER"):
+            source["AWAKEN_PROVIDER"] = self.provider
+            source.pop("AWAKEN_MODEL", None)  # the environment's model is another provider's
+        if self.model is not None:
+            source["AWAKEN_MODEL"] = self.model
+        return ProviderSettings.from_env(source)
+
+
+def _check_range(agent: str, name: str, value: int, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise AgentDefinitionError(f"agent {agent}: {name} must be a whole number {low}..{high}")
+
+
+def resolve_run_settings(
+    agent: Agent,
+    request: Mapping[str, Any],
+    *,
+    default_model: str,
+    allowed_models: Collection[str] = (),
+) -> RunSettings:
+    """The settings a run of ``agent`` is created with (pure).
+
+    ``request`` holds only the fields the caller sent (their values already validated for
+    type and range). A field the agent does not list as overridable, a tool the agent does not
+    have or a model it does not allow raises :class:`RunRequestRefused`.
+    """
+    for name in request:
+        if name not in agent.overridable:
+            raise RunRequestRefused(
+                name,
+                f"agent {agent.name} does not let a caller set {name!r}; it allows "
+                f"{_names(agent.overridable)}",
+                kind="not_overridable",
+                choices=sorted(agent.overridable),
+            )
+    model = agent.model or default_model
+    if "model" in request and request["model"] is not None:
+        allowed = {model, *agent.models, *allowed_models}
+        if request["model"] not in allowed:
+            raise RunRequestRefused(
+                "model",
+                f"model {request['model']!r} is not allowed for agent {agent.name}; "
+                f"choose {_names(allowed)}",
+                kind="model_not_allowed",
+                choices=sorted(allowed),
+            )
+        model = request["model"]
+    tools = agent.tool_names
+    if "tools" in request and request["tools"] is not None:
+        chosen = tuple(dict.fromkeys(request["tools"]))
+        unknown = [name for name in chosen if name not in tools]
+        if unknown:
+            raise RunRequestRefused(
+                "tools",
+                f"agent {agent.name} has no tool {', '.join(repr(u) for u in unknown)}; its "
+                f"tools are {_names(tools)}",
+                kind="unknown_tool",
+                choices=sorted(tools),
+            )
+        tools = chosen
+
+    def pick(name: str, default: Any) -> Any:
+        value = request.get(name)
+        return default if value is None else value
+
+    return RunSettings(
+        model=model,
+        system=pick("system", agent.system),
+        max_tokens=pick("max_tokens", agent.max_tokens),
+        temperature=pick("temperature", agent.temperature),
+        tools=tools,
+        max_turns=pick("max_turns", agent.max_turns),
+        agent=agent.name,
+        token_budget=pick("token_budget", agent.token_budget),
+    )
+
+
+class App:
+    """The agents of one deployment. The first is the default (a run that names no agent).
+
+    The same object serves the three Lambda functions (:meth:`worker_handler`,
+    :meth:`api_handler`, :meth:`sweeper_handler`), ``awaken-s3 dev --app`` and the tests.
+    """
+
+    def __init__(self, agents: Iterable[Agent]) -> None:
+        self._agents: dict[str, Agent] = {}
+        for agent in agents:
+            if not isinstance(agent, Agent):
+                raise AgentDefinitionError(f"App takes Agent objects, not {type(agent).__name__}")
+            if agent.name in self._agents:
+                raise AgentDefinitionError(f"two agents named {agent.name!r}")
+            self._agents[agent.name] = agent
+        if not self._agents:
+            raise AgentDefinitionError("an App needs at least one agent")
+
+    def __iter__(self) -> Iterator[Agent]:
+        return iter(self._agents.values())
+
+    def __len__(self) -> int:
+        return len(self._agents)
+
+    def __repr__(self) -> str:
+        return f"App([{', '.join(repr(name) for name in self._agents)}])"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._agents)
+
+    @property
+    def default(self) -> Agent:
+        return next(iter(self._agents.values()))
+
+    def agent(self, name: str | None = None) -> Agent:
+        """The agent called ``name``; the default one for None or "" (runs stored before
+        agents existed name none). Raises :class:`UnknownAgent`."""
+        if not name:
+            return self.default
+        try:
+            return self._agents[name]
+        except KeyError:
+            raise UnknownAgent(name, self.names) from None
+
+    def agent_of(self, settings: RunSettings) -> Agent:
+        return self.agent(settings.agent)
+
+    # -- the Lambda functions
+
+    def worker_handler(self, *, provider_factory: ProviderFactory | None = None) -> LambdaHandler:
+        """The SQS worker's ``lambda_handler``. ``provider_factory`` replaces every agent's
+        configured provider (tests, a local scripted model)."""
+        from awaken_s3.service.worker import make_handler
+
+        return make_handler(app=self, provider_factory=provider_factory)
+
+    def api_handler(self) -> LambdaHandler:
+        """The HTTP API's ``lambda_handler``, serving this app's agents."""
+        from awaken_s3.service.http import handler_for
+
+        return handler_for(self)
+
+    def sweeper_handler(self) -> LambdaHandler:
+        """The scheduled sweeper's ``lambda_handler`` (it drives runs of every agent alike)."""
+        from awaken_s3.service.sweeper_job import lambda_handler
+
+        return lambda_handler
+
+
+def default_app() -> App:
+    """The app of this repository's own handlers: one agent, ``default``, configured from the
+    environment as before agents existed: the environment's provider and model, no tools, no
+    system prompt of its own, and a caller may set the system prompt, an allowed model and the
+    limits of its run."""
+    return App(
+        [
+            Agent(
+                "default",
+                description="The model the environment configures (AWAKEN_PROVIDER, AWAKEN_MODEL).",
+                overridable={"system", "model", "tools", "max_tokens", "temperature", "max_turns"},
+            )
+        ]
+    )
+
+
+def load_app(reference: str) -> App:
+    """The :class:`App` that ``MODULE:ATTRIBUTE`` names (``ATTRIBUTE`` defaults to ``app``),
+    imported the way uvicorn imports ``module:app``; the error names what is wrong."""
+    import importlib
+
+    module_name, _, attribute = reference.partition(":")
+    attribute = attribute or "app"
+    if not module_name or not all(part.isidentifier() for part in attribute.split(".")):
+        raise AgentDefinitionError(
+            f"{reference!r} is not MODULE:ATTRIBUTE (for example myagents.app:app)"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise AgentDefinitionError(
+                f"cannot import {module_name!r}: no such module (run from the directory that "
+                "holds it, or put it on PYTHONPATH)"
+            ) from exc
+        raise
+    target: Any = module
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise AgentDefinitionError(
+                f"module {module_name!r} has no attribute {attribute!r}"
+            ) from None
+    if callable(target) and not isinstance(target, App):
+        target = target()  # an app factory, as uvicorn's --factory
+    if not isinstance(target, App):
+        raise AgentDefinitionError(
+            f"{reference} is a {type(target).__name__}, not an awaken_s3.App"
+        )
+    return target
