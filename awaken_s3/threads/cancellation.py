@@ -31,6 +31,13 @@ TRANSIENT_CODES = frozenset(
 )
 
 
+def transient_cancellation(codes: Sequence[str | None]) -> bool:
+    """Whether a cancelled transaction failed for transient reasons only (no lost condition):
+    the same request may be sent again."""
+    given = [code for code in codes if code is not None]
+    return bool(given) and all(code in TRANSIENT_CODES for code in given)
+
+
 class Verdict(StrEnum):
     DUPLICATE = "duplicate"  # this commit already landed (an earlier attempt of ours)
     FENCED = "fenced"  # a newer epoch drives the run
@@ -82,7 +89,7 @@ def diagnose_commit(
     if not codes:
         return CommitDiagnosis(Verdict.ERROR, "transaction cancelled without a reason")
     if CONDITION_FAILED not in codes:
-        if all(code in TRANSIENT_CODES for code in codes):
+        if transient_cancellation(codes):
             return CommitDiagnosis(Verdict.RETRY, f"transient: {', '.join(sorted(set(codes)))}")
         return CommitDiagnosis(Verdict.ERROR, f"transaction cancelled: {', '.join(codes)}")
 

@@ -37,6 +37,7 @@ from awaken_s3.threads.cancellation import (
     Verdict,
     diagnose_commit,
     parse_reason_codes,
+    transient_cancellation,
 )
 from awaken_s3.threads.client_errors import (
     CLIENT_ERRORS,
@@ -682,19 +683,31 @@ class DynamoThreadStore:
         cancellation reasons when the operation's own condition failed (LeaseLost is raised
         for a lost lease)."""
         action = f"tool call on run {run_id}"
-        try:
-            await self._call(
-                action, self._db.transact_write_items, expect=_CANCELLED, TransactItems=transact
-            )
-        except ClientError as exc:
-            reasons: list[Mapping[str, Any]] = list(exc.response.get("CancellationReasons", []))
-            codes = parse_reason_codes(reasons)
-            if len(codes) > expr.LEASE_CHECK and codes[expr.LEASE_CHECK] == CONDITION_FAILED:
-                raise LeaseLost(f"run {run_id} is no longer at epoch {epoch}") from exc
-            if len(codes) > expr.OPERATION and codes[expr.OPERATION] == CONDITION_FAILED:
-                return reasons
-            raise cancelled_error(codes, action=action, table=self._table) from exc
-        return None
+        attempt = 0
+        while True:
+            try:
+                await self._call(
+                    action, self._db.transact_write_items, expect=_CANCELLED, TransactItems=transact
+                )
+            except ClientError as exc:
+                reasons: list[Mapping[str, Any]] = list(
+                    exc.response.get("CancellationReasons", [])
+                )
+                codes = parse_reason_codes(reasons)
+                if len(codes) > expr.LEASE_CHECK and codes[expr.LEASE_CHECK] == CONDITION_FAILED:
+                    raise LeaseLost(f"run {run_id} is no longer at epoch {epoch}") from exc
+                if len(codes) > expr.OPERATION and codes[expr.OPERATION] == CONDITION_FAILED:
+                    return reasons
+                # The calls of one turn are claimed concurrently, each transaction checking
+                # the same run item: DynamoDB may cancel one for TransactionConflict. Claims
+                # and reclaims are idempotent under their conditions, so sending the same
+                # transaction again is safe.
+                if not transient_cancellation(codes) or attempt >= self._retries:
+                    raise cancelled_error(codes, action=action, table=self._table) from exc
+            else:
+                return None
+            attempt += 1
+            await self._sleep(min(0.05 * 2**attempt, 2.0))
 
     async def finish_tool_call(
         self, run_id: str, tool_use_id: str, *, epoch: int, content: str, is_error: bool

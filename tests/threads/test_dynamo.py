@@ -164,3 +164,28 @@ async def test_transient_failures_beyond_the_budget_surface_as_errors(
     assert await store.load_messages("t1") == [Message.user("hi")]
     # Nothing landed, so the same commit can be made once the table calms down.
     assert not (await store.commit_turn(assistant_turn(run, "hello"))).duplicate
+
+
+async def test_a_tool_claim_cancelled_for_a_transaction_conflict_is_sent_again(
+    env_no_retries: DynamoEnv,
+) -> None:
+    # The calls of one turn are claimed at once, each transaction checking the run item: one
+    # may be cancelled for TransactionConflict, and is sent again (claims are idempotent).
+    env = env_no_retries
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    store = env.store(sleep=sleep, transient_retries=3)
+    await seed_run(store)
+    run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
+    injector = FaultInjector(env.db, "TransactWriteItems", ["conflict", "conflict"])
+    record, fresh = await store.claim_tool_call("r1", "c1", name="add", epoch=run.lease.epoch)
+    assert fresh and record.status.value == "claimed"
+    assert injector.calls == 3 and len(slept) == 2
+    # Past the store's budget the conflict surfaces as the store's own error.
+    FaultInjector(env.db, "TransactWriteItems", ["conflict"] * 4)
+    with pytest.raises(ThreadStoreError, match="TransactionConflict"):
+        await store.claim_tool_call("r1", "c2", name="add", epoch=run.lease.epoch)
+    assert await store.get_tool_call("r1", "c2") is None

@@ -206,10 +206,11 @@ async def test_a_throttled_create_run_is_throttling_not_a_thread_that_moved_on(
 
 
 async def test_a_throttled_tool_claim_is_throttling_not_a_lost_lease(env: DynamoEnv) -> None:
-    store = env.store()
+    # Throttled past the store's own retry of transient cancellations.
+    store = env.store(transient_retries=1)
     await seed_run(store)
     await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
-    FaultInjector(env.db, "TransactWriteItems", ["cancel_throttled"])
+    FaultInjector(env.db, "TransactWriteItems", ["cancel_throttled"] * 2)
     with pytest.raises(StoreThrottled):
         await store.claim_tool_call("r1", "call-1", name="add", epoch=1)
     assert await store.get_tool_call("r1", "call-1") is None
