@@ -38,6 +38,31 @@ class ConnectionDropped(RetryableProviderError):
     code = "connection_dropped"
 
 
+class ProviderUnreachable(RetryableProviderError):
+    """No connection to the provider's endpoint could be made at all: refused, a host name
+    that did not resolve, a failed TLS handshake, a connect timeout.
+
+    Apart from :class:`ConnectionDropped` (a connection made, then lost) because its cure is
+    usually a setting, not patience: the retry policy gives it a few attempts (a provider
+    restarting) and then fails the run with this error, whose message names the URL and the
+    cause. ``url`` holds no user info, query or fragment (where a key may hide).
+    """
+
+    code = "provider_unreachable"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str | None = None,
+        retry_after: float | None = None,
+        status: int | None = None,
+        provider: str | None = None,
+    ) -> None:
+        super().__init__(message, retry_after=retry_after, status=status, provider=provider)
+        self.url = url
+
+
 class StreamStalled(RetryableProviderError):
     code = "stream_stalled"
 
