@@ -53,6 +53,28 @@ def test_an_ended_run_without_partial_keeps_the_last_text() -> None:
     assert watch.ended and watch.text == "Hello"
 
 
+def test_each_answer_says_what_changed_in_one_line_per_change() -> None:
+    watch = RunWatch("r1")
+    assert watch.apply(view("queued")) == ["status: queued (turn 0, 1 messages committed)"]
+    assert watch.apply(view("queued")) == []  # nothing new, nothing said
+    assert watch.apply(view(turn=0, offset=0, text='say "hi"\n')) == [
+        "status: running (turn 0, 1 messages committed)",
+        'text: "say \\"hi\\"\\n"',  # a JSON string: one line, whatever the text holds
+    ]
+    call = {"index": 1, "id": "toolu_1", "name": "lookup", "arguments": '{"to', "complete": False}
+    assert watch.apply(view(turn=0, offset=9, text="", tool_calls=[call])) == [
+        "tool call toolu_1 lookup: streaming"
+    ]
+    more = {**call, "arguments": '{"topic"', "complete": False}
+    assert watch.apply(view(turn=0, offset=9, text="", tool_calls=[more])) == []
+    done = {**call, "arguments": '{"topic": "s3"}', "complete": True}
+    assert watch.apply(view(turn=0, offset=9, text="", tool_calls=[done], resumed_with="R2")) == [
+        "resumed with R2 (turn 0)",
+        'tool call toolu_1 lookup: complete {"topic": "s3"}',
+    ]
+    assert watch.apply(view(turn=0, offset=0, text="new")) == ['text replaced from offset 0: "new"']
+
+
 @pytest.mark.parametrize("url", ["not-a-url", "127.0.0.1:8787", "ftp://x"])
 def test_a_url_that_is_not_http_is_refused(url: str) -> None:
     with pytest.raises(WatchError, match="must start with http"):

@@ -1,0 +1,138 @@
+"""`awaken-s3 runs watch` with its stdout a pipe, as a script or `| tee` meets it: one line per
+thing that happened, each one out while the run is still going.
+
+The model is a local OpenAI-compatible server speaking the real wire format
+(tests/providers/wire/), reached by `awaken-s3 dev --provider openai` with the real SDK. It
+stalls mid-turn until the test kills the worker, so a line read during the stall was
+provably printed while the run streamed: no timing assumption.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.dev.conftest import HUNG, DevServer
+from tests.dev.wire_thread import ThreadedWire, openai_wire
+from tests.providers.wire.server import STALL
+
+pytestmark = pytest.mark.slow
+
+AWAKEN_S3 = Path(sys.executable).with_name("awaken-s3")
+
+
+@pytest.fixture
+def wire() -> Iterator[ThreadedWire]:
+    with openai_wire() as server:
+        yield server
+
+
+def start_dev(factory: Callable[..., DevServer], wire: ThreadedWire) -> DevServer:
+    return factory(
+        "--provider",
+        "openai",
+        "--lease-seconds",
+        "4",
+        "--sweep-interval",
+        "0",
+        env={
+            "AWAKEN_OPENAI_BASE_URL": wire.base_url,
+            "AWAKEN_MODEL": "gpt-4.1",
+            # Only the test's kill ends the stall: no idle timeout gets there first.
+            "AWAKEN_PROVIDER_IDLE_TIMEOUT": "600",
+        },
+    )
+
+
+class Watcher:
+    """`awaken-s3 runs watch RUN_ID` writing into a pipe; its lines as they arrive."""
+
+    def __init__(self, server: DevServer, run_id: str) -> None:
+        env = {**os.environ, "AWAKEN_API_URL": server.url}
+        self.process = subprocess.Popen(
+            [str(AWAKEN_S3), "runs", "watch", run_id, "--interval", "0.1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._lines.put(line.rstrip("\n"))
+        self._lines.put(None)
+
+    def until(self, wanted: Callable[[str], bool]) -> list[str]:
+        """Lines up to and including the first one ``wanted`` accepts."""
+        lines: list[str] = []
+        while True:
+            line = self._lines.get(timeout=HUNG)
+            assert line is not None, f"the watcher ended before the line; it printed {lines}"
+            lines.append(line)
+            if wanted(line):
+                return lines
+
+    def rest(self) -> list[str]:
+        """Every line to the end, and the exit status."""
+        lines: list[str] = []
+        while (line := self._lines.get(timeout=HUNG)) is not None:
+            lines.append(line)
+        self.process.wait(timeout=HUNG)
+        return lines
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def texts(lines: list[str]) -> str:
+    return "".join(json.loads(line.removeprefix("text: ")) for line in lines if "text: " in line)
+
+
+def test_a_watch_into_a_pipe_prints_each_change_while_the_run_streams(
+    dev_server_factory: Callable[..., DevServer], wire: ThreadedWire
+) -> None:
+    d = wire.dialect
+    wire.push(
+        d.stream(d.start(), d.text(["Hello ", "from the wire."]), [STALL]),
+        d.text_turn([" It goes", " on."]),
+    )
+    server = start_dev(dev_server_factory, wire)
+    with server.client() as http:
+        assert http.post("/threads", json={"thread_id": "t1"}).status_code == 201
+        started = http.post("/threads/t1/runs", json={"message": "Say hello", "run_id": "r1"})
+        assert started.status_code == 202
+        watcher = Watcher(server, "r1")
+        try:
+            seen = watcher.until(lambda line: "from the wire." in line)
+            # The model stalls mid-turn: the run is still going, and its text is already out.
+            assert http.get("/runs/r1").json()["status"] == "running"
+            assert any(line.startswith("status: running (turn 0") for line in seen)
+            assert texts(seen) == "Hello from the wire."
+            assert http.post("/dev/runs/r1/kill").status_code == 200
+            rest = watcher.rest()
+        finally:
+            watcher.stop()
+    assert watcher.process.returncode == 0, watcher.process.stderr
+    # A new worker resumed the turn from its checkpoint; the watcher said so, then went on.
+    # (The continuation may finish before any checkpoint of it: the committed turn shows it.)
+    assert rest.index("resumed with R1 (turn 0)") < rest.index(
+        "status: completed (turn 1, 2 messages committed)"
+    )
+    assert rest[-2:] == [
+        'committed turn: "Hello from the wire. It goes on."',
+        "run r1 completed after 1 turn(s)",
+    ]
