@@ -3,8 +3,9 @@ thing that happened, each one out while the run is still going.
 
 The model is a local OpenAI-compatible server speaking the real wire format
 (tests/providers/wire/), reached by `awaken-s3 dev --provider openai` with the real SDK. It
-stalls mid-turn until the test kills the worker, so a line read during the stall was
-provably printed while the run streamed: no timing assumption.
+stalls mid-turn until the test kills the worker, and holds the resumed worker's continuation
+at a gate until the test opens it, so a line read meanwhile was provably printed while the
+run streamed: no timing assumption.
 """
 
 from __future__ import annotations
@@ -18,11 +19,19 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.dev.conftest import HUNG, DevServer
-from tests.dev.wire_thread import ThreadedWire, openai_wire
-from tests.providers.wire.server import STALL
+from tests.dev.wire_thread import (
+    BEFORE_KILL,
+    RESUMED,
+    WHOLE_TURN,
+    ThreadedWire,
+    openai_wire,
+    push_interrupted_turn,
+    start_dev_on,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -33,23 +42,6 @@ AWAKEN_S3 = Path(sys.executable).with_name("awaken-s3")
 def wire() -> Iterator[ThreadedWire]:
     with openai_wire() as server:
         yield server
-
-
-def start_dev(factory: Callable[..., DevServer], wire: ThreadedWire) -> DevServer:
-    return factory(
-        "--provider",
-        "openai",
-        "--lease-seconds",
-        "4",
-        "--sweep-interval",
-        "0",
-        env={
-            "AWAKEN_OPENAI_BASE_URL": wire.base_url,
-            "AWAKEN_MODEL": "gpt-4.1",
-            # Only the test's kill ends the stall: no idle timeout gets there first.
-            "AWAKEN_PROVIDER_IDLE_TIMEOUT": "600",
-        },
-    )
 
 
 class Watcher:
@@ -102,37 +94,39 @@ def texts(lines: list[str]) -> str:
     return "".join(json.loads(line.removeprefix("text: ")) for line in lines if "text: " in line)
 
 
+def start_run(http: httpx.Client, run_id: str) -> None:
+    started = http.post("/threads/t1/runs", json={"message": "Say hello", "run_id": run_id})
+    assert started.status_code == 202, started.text
+
+
 def test_a_watch_into_a_pipe_prints_each_change_while_the_run_streams(
     dev_server_factory: Callable[..., DevServer], wire: ThreadedWire
 ) -> None:
-    d = wire.dialect
-    wire.push(
-        d.stream(d.start(), d.text(["Hello ", "from the wire."]), [STALL]),
-        d.text_turn([" It goes", " on."]),
-    )
-    server = start_dev(dev_server_factory, wire)
+    push_interrupted_turn(wire)
+    server = start_dev_on(dev_server_factory, wire)
     with server.client() as http:
         assert http.post("/threads", json={"thread_id": "t1"}).status_code == 201
-        started = http.post("/threads/t1/runs", json={"message": "Say hello", "run_id": "r1"})
-        assert started.status_code == 202
+        start_run(http, "r1")
         watcher = Watcher(server, "r1")
         try:
-            seen = watcher.until(lambda line: "from the wire." in line)
+            seen = watcher.until(lambda line: BEFORE_KILL[-6:] in line)
             # The model stalls mid-turn: the run is still going, and its text is already out.
             assert http.get("/runs/r1").json()["status"] == "running"
             assert any(line.startswith("status: running (turn 0") for line in seen)
-            assert texts(seen) == "Hello from the wire."
+            assert texts(seen) == BEFORE_KILL
             assert http.post("/dev/runs/r1/kill").status_code == 200
+            # A new worker resumes the turn from its checkpoint and streams on (held at the
+            # gate): the watcher says so while it happens.
+            resumed = watcher.until(lambda line: RESUMED in line)
+            assert "resumed with R1 (turn 0)" in resumed
+            assert texts(resumed) == RESUMED
+            wire.proceed()
             rest = watcher.rest()
         finally:
             watcher.stop()
     assert watcher.process.returncode == 0, watcher.process.stderr
-    # A new worker resumed the turn from its checkpoint; the watcher said so, then went on.
-    # (The continuation may finish before any checkpoint of it: the committed turn shows it.)
-    assert rest.index("resumed with R1 (turn 0)") < rest.index(
-        "status: completed (turn 1, 2 messages committed)"
-    )
+    assert "status: completed (turn 1, 2 messages committed)" in rest
     assert rest[-2:] == [
-        'committed turn: "Hello from the wire. It goes on."',
+        f"committed turn: {json.dumps(WHOLE_TURN)}",
         "run r1 completed after 1 turn(s)",
     ]

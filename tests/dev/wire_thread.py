@@ -2,18 +2,21 @@
 for synchronous tests: ``awaken-s3 dev --provider openai`` streams from it with the real SDK.
 
 :func:`openai_wire` yields it ready; ``stop()`` closes its port, after which every connection
-to it is refused (a provider that went away)."""
+to it is refused (a provider that went away). :func:`push_interrupted_turn` scripts a turn
+that only the test moves on: it stalls mid-answer until the worker is killed, and the
+resumed worker's continuation waits at a gate until the test opens it (``proceed()``)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from tests.dev.conftest import DevServer
 from tests.providers.wire.dialects import OpenAIDialect
-from tests.providers.wire.server import Scripted, WireServer
+from tests.providers.wire.server import STALL, WAIT, Scripted, WireServer
 
 _T = TypeVar("_T")
 #: an upper bound only a hung test reaches
@@ -46,11 +49,9 @@ class ThreadedWire:
 
         self._call(push())
 
-    def requests(self) -> int:
-        async def count() -> int:
-            return len(self.server.received)
-
-        return self._call(count())
+    def proceed(self) -> None:
+        """Let a response held at ``WAIT`` go on."""
+        self._loop.call_soon_threadsafe(self.server.proceed)
 
     def stop(self) -> None:
         """Close the port (and release any stalled response)."""
@@ -73,3 +74,37 @@ def openai_wire() -> Iterator[ThreadedWire]:
         yield wire
     finally:
         wire.close()
+
+
+#: the turn :func:`push_interrupted_turn` scripts: streamed before the kill, after the resume
+#: (before and after the gate), and as committed
+BEFORE_KILL = "Hello from the wire."
+RESUMED = " It goes"
+AFTER_GATE = " on."
+WHOLE_TURN = "Hello from the wire. It goes on."
+
+
+def push_interrupted_turn(wire: ThreadedWire) -> None:
+    d = wire.dialect
+    wire.push(
+        d.stream(d.start(), d.text(["Hello ", "from the wire."]), [STALL]),
+        d.stream(d.start(), d.text([RESUMED]), [WAIT], d.text([AFTER_GATE]), d.end("end_turn")),
+    )
+
+
+def start_dev_on(factory: Callable[..., DevServer], wire: ThreadedWire) -> DevServer:
+    """``awaken-s3 dev --provider openai`` streaming from ``wire``."""
+    return factory(
+        "--provider",
+        "openai",
+        "--lease-seconds",
+        "4",
+        "--sweep-interval",
+        "0",
+        env={
+            "AWAKEN_OPENAI_BASE_URL": wire.base_url,
+            "AWAKEN_MODEL": "gpt-4.1",
+            # Only the test's kill ends the stall: no idle timeout gets there first.
+            "AWAKEN_PROVIDER_IDLE_TIMEOUT": "600",
+        },
+    )
