@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TextIO
 
 TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
+#: said at the end of a run that committed no model turn of its own
+NO_TURN: Final = "no turn committed by this run"
 
 
 class WatchError(Exception):
@@ -48,6 +50,8 @@ class RunWatch:
     etag: str | None = None
     #: texts the API replaced (R4 after whitespace only), kept to say so
     replaced: int = 0
+    #: the run's public error (``{"code", "message"}``) once it failed
+    error: dict[str, str] | None = None
 
     @property
     def ended(self) -> bool:
@@ -67,6 +71,10 @@ class RunWatch:
             lines.append(
                 f"status: {self.status} (turn {self.turn}, {self.message_count} messages committed)"
             )
+        error = view.get("error")
+        if error and error != self.error:
+            lines.append(f"error: {error.get('code')}: {error.get('message')}")
+        self.error = error or None
         partial = view.get("partial")
         if partial is None:
             return lines
@@ -181,6 +189,9 @@ def render(watch: RunWatch) -> Any:
     if watch.version:
         facts.add_row("checkpoint", f"version {watch.version}")
     facts.add_row("resumed with", watch.resumed_with or "-")
+    if watch.error:
+        error = f"{watch.error.get('code')}: {watch.error.get('message')}"
+        facts.add_row("error", Text(error, style="bold red"))
     for call in watch.tool_calls:
         state = "complete" if call.get("complete") else "streaming"
         facts.add_row("tool call", f"{call.get('name')} ({state}): {call.get('arguments', '')}")
@@ -217,19 +228,31 @@ def _watch_lines(
         for line in poll(api, watch) or ():
             say(line)
     text, last, completed = ending(api, watch.run_id)
-    if text is not None:
-        say(f"committed turn: {_quoted(text)}")
+    say(NO_TURN if text is None else f"committed turn: {_quoted(text)}")
     say(last)
     return 0 if completed else 1
 
 
+def committed_text(run: dict[str, Any], messages: list[dict[str, Any]]) -> str | None:
+    """The text of the last model turn ``run`` committed; None when it committed none.
+
+    The run view's ``turn`` counts the model turns the run committed and its
+    ``message_count`` is the thread's length as the run last advanced it: a run that
+    committed nothing has no turn of its own, and the thread's last assistant message is an
+    earlier run's (or, past ``message_count``, a later one's).
+    """
+    if int(run["turn"]) < 1:
+        return None
+    mine = [m for m in messages[: int(run["message_count"])] if m["role"] == "assistant"]
+    if not mine:
+        return None
+    return "".join(b.get("text", "") for b in mine[-1]["content"] if b["type"] == "text")
+
+
 def ending(api: Api, run_id: str) -> tuple[str | None, str, bool]:
-    """The committed turn's text (None: none), the last line, and whether the run completed."""
+    """This run's committed turn's text (None: none), the last line, and whether it completed."""
     run, messages = committed_turn(api, run_id)
-    assistant = [m for m in messages if m["role"] == "assistant"]
-    text = None
-    if assistant:
-        text = "".join(b.get("text", "") for b in assistant[-1]["content"] if b["type"] == "text")
+    text = committed_text(run, messages)
     error = run.get("error")
     if run["status"] != "completed":
         reason = f": {error['code']}: {error['message']}" if error else ""
@@ -252,7 +275,9 @@ def _watch_live(
             if poll(api, watch) is not None:
                 live.update(render(watch))
     text, last, completed = ending(api, watch.run_id)
-    if text is not None:
+    if text is None:
+        console.print(Text(NO_TURN, style="dim"))
+    else:
         console.rule("committed turn")
         console.print(Text(text))
     console.print(Text(last, style="green" if completed else "bold red"))

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from awaken_s3.dev.watch import Api, RunWatch, WatchError
+from awaken_s3.dev.watch import Api, RunWatch, WatchError, committed_text
 
 
 def view(status: str = "running", **partial: Any) -> dict[str, Any]:
@@ -73,6 +73,39 @@ def test_each_answer_says_what_changed_in_one_line_per_change() -> None:
         'tool call toolu_1 lookup: complete {"topic": "s3"}',
     ]
     assert watch.apply(view(turn=0, offset=0, text="new")) == ['text replaced from offset 0: "new"']
+
+
+def test_a_failed_run_s_error_is_said_once() -> None:
+    watch = RunWatch("r1")
+    error = {"code": "provider_unreachable", "message": "the service could not connect"}
+    assert watch.apply(view("failed") | {"error": error}) == [
+        "status: failed (turn 0, 1 messages committed)",
+        "error: provider_unreachable: the service could not connect",
+    ]
+    assert watch.apply(view("failed") | {"error": error}) == []
+    assert watch.error == error
+
+
+def _said(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "content": [{"type": "text", "text": text}]}
+
+
+THREAD = [
+    _said("user", "one"),
+    _said("assistant", "the first run's answer"),
+    _said("user", "two"),
+    _said("assistant", "the second run's answer"),
+    _said("user", "three"),
+    _said("assistant", "a later run's answer"),
+]
+
+
+def test_the_committed_turn_is_only_one_this_run_committed() -> None:
+    # A run that committed no model turn has none, whatever the thread's last message is.
+    assert committed_text({"turn": 0, "message_count": 5}, THREAD) is None
+    # The run's last turn, not a later run's past the run's own message count.
+    assert committed_text({"turn": 1, "message_count": 4}, THREAD) == "the second run's answer"
+    assert committed_text({"turn": 1, "message_count": 6}, THREAD) == "a later run's answer"
 
 
 @pytest.mark.parametrize("url", ["not-a-url", "127.0.0.1:8787", "ftp://x"])

@@ -130,3 +130,33 @@ def test_a_watch_into_a_pipe_prints_each_change_while_the_run_streams(
         f"committed turn: {json.dumps(WHOLE_TURN)}",
         "run r1 completed after 1 turn(s)",
     ]
+
+
+def test_a_run_that_fails_before_any_output_shows_its_own_error_not_the_turn_before(
+    dev_server_factory: Callable[..., DevServer], wire: ThreadedWire
+) -> None:
+    d = wire.dialect
+    wire.push(d.text_turn([WHOLE_TURN]))
+    server = start_dev_on(dev_server_factory, wire)
+    with server.client() as http:
+        assert http.post("/threads", json={"thread_id": "t1"}).status_code == 201
+        start_run(http, "r1")
+        first = Watcher(server, "r1")
+        try:
+            assert first.rest()[-1] == "run r1 completed after 1 turn(s)"
+        finally:
+            first.stop()
+        # The provider goes away: the next run on the thread cannot connect at all.
+        wire.stop()
+        start_run(http, "r2")
+        watcher = Watcher(server, "r2")
+        try:
+            lines = watcher.rest()
+        finally:
+            watcher.stop()
+    assert watcher.process.returncode == 1
+    public = "provider_unreachable: the service could not connect to the model provider"
+    assert f"error: {public}" in lines
+    assert lines[-2:] == ["no turn committed by this run", f"run r2 failed: {public}"]
+    # Nothing of the run before: neither its text nor its committed turn.
+    assert not any(WHOLE_TURN[:5] in line for line in lines), lines
