@@ -24,10 +24,10 @@ import importlib
 import os
 import socket
 import ssl
-from collections.abc import Iterator
 from types import ModuleType
 from urllib.parse import urlsplit, urlunsplit
 
+from awaken_s3.causes import exception_chain
 from awaken_s3.streaming.errors import ProviderUnreachable
 
 #: what a connect timeout says: no exception in its chain names it better
@@ -52,18 +52,9 @@ def safe_url(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    link: BaseException | None = exc
-    while link is not None and id(link) not in seen:
-        seen.add(id(link))
-        yield link
-        link = link.__cause__ or link.__context__
-
-
 def connect_cause(exc: BaseException) -> str:
     """Why no connection was made, in a few words, from the innermost telling exception."""
-    links = list(_chain(exc))
+    links = list(exception_chain(exc))
     for link in links:
         if isinstance(link, socket.gaierror):
             return f"the host name did not resolve ({link.strerror})"
@@ -87,7 +78,9 @@ def unreachable(url: str | None, cause: str, *, provider: str) -> ProviderUnreac
     """The error for an endpoint no connection reached."""
     shown = safe_url(url) if url else None
     where = shown or f"the {provider} endpoint"
-    return ProviderUnreachable(f"cannot connect to {where}: {cause}", url=shown, provider=provider)
+    error = ProviderUnreachable(f"cannot connect to {where}: {cause}", provider=provider)
+    error.url = shown
+    return error
 
 
 def http_unreachable(exc: BaseException, *, provider: str) -> ProviderUnreachable | None:

@@ -49,18 +49,8 @@ class ProviderUnreachable(RetryableProviderError):
     """
 
     code = "provider_unreachable"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        url: str | None = None,
-        retry_after: float | None = None,
-        status: int | None = None,
-        provider: str | None = None,
-    ) -> None:
-        super().__init__(message, retry_after=retry_after, status=status, provider=provider)
-        self.url = url
+    #: the endpoint as the message names it; None when the SDK did not say
+    url: str | None = None
 
 
 class StreamStalled(RetryableProviderError):

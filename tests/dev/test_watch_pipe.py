@@ -90,6 +90,15 @@ class Watcher:
             self.process.wait()
 
 
+def watch_to_the_end(server: DevServer, run_id: str) -> tuple[list[str], int]:
+    """Every line of a watch of ``run_id``, and its exit status."""
+    watcher = Watcher(server, run_id)
+    try:
+        return watcher.rest(), watcher.process.returncode
+    finally:
+        watcher.stop()
+
+
 def texts(lines: list[str]) -> str:
     return "".join(json.loads(line.removeprefix("text: ")) for line in lines if "text: " in line)
 
@@ -141,20 +150,12 @@ def test_a_run_that_fails_before_any_output_shows_its_own_error_not_the_turn_bef
     with server.client() as http:
         assert http.post("/threads", json={"thread_id": "t1"}).status_code == 201
         start_run(http, "r1")
-        first = Watcher(server, "r1")
-        try:
-            assert first.rest()[-1] == "run r1 completed after 1 turn(s)"
-        finally:
-            first.stop()
+        assert watch_to_the_end(server, "r1")[0][-1] == "run r1 completed after 1 turn(s)"
         # The provider goes away: the next run on the thread cannot connect at all.
         wire.stop()
         start_run(http, "r2")
-        watcher = Watcher(server, "r2")
-        try:
-            lines = watcher.rest()
-        finally:
-            watcher.stop()
-    assert watcher.process.returncode == 1
+        lines, status = watch_to_the_end(server, "r2")
+    assert status == 1
     public = "provider_unreachable: the service could not connect to the model provider"
     assert f"error: {public}" in lines
     assert lines[-2:] == ["no turn committed by this run", f"run r2 failed: {public}"]

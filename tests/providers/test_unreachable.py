@@ -4,7 +4,7 @@ URL and the cause, after a few retries: never as ``retry_budget_exhausted``.
 Each adapter runs with its real SDK against a port on 127.0.0.1 that refuses connections (a
 socket bound and never listening: the kernel answers every connect with a reset, and no
 other process can take the port meanwhile), through the run loop and the real TurnRunner.
-The retries' backoff moves a fake clock: nothing sleeps.
+The retries' backoff moves a fake clock (the streaming tests' RecordingSleep): nothing sleeps.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from tests.fixtures.clock import FakeClock
 from tests.fixtures.runs import seed_run
 from tests.providers.wire.dialects import DIALECTS, Dialect
 from tests.providers.wire.server import WireServer
+from tests.streaming.conftest import RecordingSleep
 
 SECRET = "sk-in-the-query-9d1e"
 #: the path each SDK posts a streaming turn to (Bedrock's names the model)
@@ -55,18 +56,6 @@ def refused_port() -> Iterator[int]:
         yield int(sock.getsockname()[1])
 
 
-class FakeSleep:
-    """The runner's sleep: moves the clock instead of waiting, and records each delay."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        self.clock = clock
-        self.delays: list[float] = []
-
-    async def __call__(self, delay: float) -> None:
-        self.delays.append(delay)
-        self.clock.advance(delay)
-
-
 async def run_against(
     provider: Provider, model: str, policy: RetryPolicy
 ) -> tuple[RunState, list[float], RunEnd]:
@@ -74,7 +63,7 @@ async def run_against(
     threads = InMemoryThreadStore(clock=clock)
     checkpoints = InMemoryStreamCheckpointStore()
     await seed_run(threads, prompt="hello?", settings=RunSettings(model=model))
-    sleep = FakeSleep(clock)
+    sleep = RecordingSleep(clock)
     runner = TurnRunner(
         provider, checkpoints, writer_id="w1", retry_policy=policy, clock=clock, sleep=sleep
     )
