@@ -3,11 +3,12 @@ errors when the API cannot be followed."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
 
-from awaken_s3.dev.watch import Api, RunWatch, WatchError, committed_text
+from awaken_s3.dev.watch import Api, RunWatch, WatchError, committed_text, watch_run
 
 
 def view(status: str = "running", **partial: Any) -> dict[str, Any]:
@@ -120,3 +121,48 @@ def test_an_api_that_does_not_answer_is_named() -> None:
     api = Api(f"http://127.0.0.1:{free_port()}", timeout=5)
     with pytest.raises(WatchError, match=r"cannot reach the API at http://127\.0\.0\.1:\d+"):
         api.get("/runs/r1")
+
+
+class ScriptedApi(Api):
+    """The API's answers, in order: the partial views, then the run and its thread."""
+
+    def __init__(self, views: list[dict[str, Any]], run: dict[str, Any], thread: list[Any]):
+        super().__init__("http://127.0.0.1:1")
+        self.views, self.run, self.thread = views, run, thread
+
+    def get(
+        self, path: str, *, query: dict[str, str] | None = None, etag: str | None = None
+    ) -> tuple[int, dict[str, str], Any]:
+        if path.endswith("/partial"):
+            return 200, {"ETag": f'"{len(self.views)}"'}, self.views.pop(0)
+        if path.startswith("/runs/"):
+            return 200, {}, self.run
+        return 200, {}, {"messages": self.thread}
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+FAILED = {
+    "thread_id": "t1",
+    "status": "failed",
+    "turn": 0,
+    "message_count": 5,
+    "error": {"code": "provider_unreachable", "message": "the service could not connect"},
+}
+
+
+@pytest.mark.parametrize("out", [io.StringIO(), Terminal()], ids=["pipe", "terminal"])
+def test_a_run_that_failed_before_any_turn_ends_with_its_error_and_no_turn(
+    out: io.StringIO,
+) -> None:
+    api = ScriptedApi(
+        [view("running"), view("failed") | {"error": FAILED["error"]}], FAILED, THREAD[:5]
+    )
+    assert watch_run(api, "r2", interval=0.01, out=out, sleep=lambda _: None) == 1
+    shown = out.getvalue()
+    assert "no turn committed by this run" in shown
+    assert "run r2 failed: provider_unreachable: the service could not connect" in shown
+    assert "answer" not in shown  # nothing of the thread's earlier runs
