@@ -13,6 +13,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
+from awaken_s3 import cli_args
 from awaken_s3.dev.server import DEFAULT_PORT, DEFAULT_SUB, DevError, DevOptions, DevStack
 
 PROVIDERS = ("bedrock", "anthropic", "openai")
@@ -42,7 +43,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="re-import the app and restart the workers when its files change (a run in "
         "flight resumes from its checkpoint)",
     )
-    dev.add_argument("--port", type=int, default=DEFAULT_PORT, help="port on 127.0.0.1 (0: any)")
+    dev.add_argument(
+        "--port", type=cli_args.port, default=DEFAULT_PORT, help="port on 127.0.0.1 (0: any)"
+    )
     dev.add_argument(
         "--require-token",
         action="store_true",
@@ -65,19 +68,24 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--name", default="awaken-dev", help="bucket and table name, queue name prefix"
     )
     dev.add_argument("--sub", default=DEFAULT_SUB, help="the dev identity (the JWT sub claim)")
-    dev.add_argument("--workers", type=int, default=2, help="worker containers at most")
+    dev.add_argument(
+        "--workers", type=cli_args.positive_int, default=2, help="worker containers at most"
+    )
     dev.add_argument(
         "--lease-seconds",
-        type=float,
+        type=cli_args.positive_seconds,
         default=6.0,
         help="run lease (AWAKEN_LEASE_SECONDS): a killed worker's run resumes about then",
     )
     dev.add_argument(
-        "--sweep-interval", type=float, default=60.0, help="seconds between sweeps (0: none)"
+        "--sweep-interval",
+        type=cli_args.seconds_or_zero,
+        default=60.0,
+        help="seconds between sweeps (0: none)",
     )
     dev.add_argument(
         "--scripted-delay",
-        type=float,
+        type=cli_args.seconds_or_zero,
         default=0.08,
         help="seconds between the scripted model's 4-character deltas",
     )

@@ -2,10 +2,14 @@
 
 It polls ``GET /runs/{id}/partial`` as any client should (``If-None-Match`` with the last
 ``ETag``, ``after=`` the text it has, ``turn=``), shows the partial text growing and the run's
-state with rich's live display, and ends with the committed turn from ``GET /threads/{id}``.
-It works against ``awaken-s3 dev`` or a deployed API (``AWAKEN_API_URL``, and the bearer
-token in ``AWAKEN_API_TOKEN``). The HTTP calls use the standard library: a few GETs need no
-client library. :class:`RunWatch` folds the answers and is pure.
+state, and ends with the committed turn from ``GET /threads/{id}``. On a terminal that is
+rich's live display; to a pipe or a file (a live display writes nothing there until it
+stops) it is one plain line per thing that happened, flushed at once: a status change, new
+text (a JSON string, so one line holds it whatever it contains), a tool call that appeared
+or completed, a resume and its plan, and the end. It works against ``awaken-s3 dev`` or a
+deployed API (``AWAKEN_API_URL``, and the bearer token in ``AWAKEN_API_TOKEN``). The HTTP
+calls use the standard library: a few GETs need no client library. :class:`RunWatch` folds
+the answers and says what changed; it is pure.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TextIO
 
 TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
+#: said at the end of a run that committed no model turn of its own
+NO_TURN: Final = "no turn committed by this run"
 
 
 class WatchError(Exception):
@@ -44,6 +50,8 @@ class RunWatch:
     etag: str | None = None
     #: texts the API replaced (R4 after whitespace only), kept to say so
     replaced: int = 0
+    #: the run's public error (``{"code", "message"}``) once it failed
+    error: dict[str, str] | None = None
 
     @property
     def ended(self) -> bool:
@@ -54,22 +62,49 @@ class RunWatch:
             return {}
         return {"turn": str(self.text_turn), "after": str(len(self.text))}
 
-    def apply(self, view: dict[str, Any]) -> None:
-        self.status = str(view["status"])
-        self.turn = int(view["turn"])
-        self.message_count = int(view["message_count"])
+    def apply(self, view: dict[str, Any]) -> list[str]:
+        """Fold one answer in; the lines that say what it changed."""
+        lines: list[str] = []
+        progress = (str(view["status"]), int(view["turn"]), int(view["message_count"]))
+        if progress != (self.status, self.turn, self.message_count):
+            self.status, self.turn, self.message_count = progress
+            lines.append(
+                f"status: {self.status} (turn {self.turn}, {self.message_count} messages committed)"
+            )
+        error = view.get("error")
+        if error and error != self.error:
+            lines.append(f"error: {error.get('code')}: {error.get('message')}")
+        self.error = error or None
         partial = view.get("partial")
         if partial is None:
-            return
+            return lines
         if partial["turn"] != self.text_turn:
             self.text_turn, self.text = int(partial["turn"]), ""
         offset = int(partial["offset"])
+        new_text = str(partial["text"])
         if offset != len(self.text):
             self.replaced += 1
-        self.text = self.text[:offset] + str(partial["text"])
-        self.resumed_with = partial.get("resumed_with")
+            lines.append(f"text replaced from offset {offset}: {_quoted(new_text)}")
+        elif new_text:
+            lines.append(f"text: {_quoted(new_text)}")
+        self.text = self.text[:offset] + new_text
+        resumed_with = partial.get("resumed_with")
+        if resumed_with and resumed_with != self.resumed_with:
+            lines.append(f"resumed with {resumed_with} (turn {self.text_turn})")
+        self.resumed_with = resumed_with
         self.version = partial.get("version")
+        seen = {call.get("id"): bool(call.get("complete")) for call in self.tool_calls}
         self.tool_calls = list(partial.get("tool_calls") or [])
+        for call in self.tool_calls:
+            complete = bool(call.get("complete"))
+            if seen.get(call.get("id")) != complete:
+                state = f"complete {call.get('arguments', '')}" if complete else "streaming"
+                lines.append(f"tool call {call.get('id')} {call.get('name')}: {state}")
+        return lines
+
+
+def _quoted(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
 
 
 class Api:
@@ -114,18 +149,17 @@ def _refusal(status: int, body: Any, what: str) -> WatchError:
     return WatchError(f"{what}: HTTP {status}" + (f": {message}" if message else ""))
 
 
-def poll(api: Api, watch: RunWatch) -> bool:
-    """One conditional GET; whether anything changed."""
+def poll(api: Api, watch: RunWatch) -> list[str] | None:
+    """One conditional GET: None when nothing changed, else the lines saying what did."""
     status, headers, body = api.get(
         f"/runs/{urllib.parse.quote(watch.run_id)}/partial", query=watch.query(), etag=watch.etag
     )
     if status == 304:
-        return False
+        return None
     if status != 200:
         raise _refusal(status, body, f"run {watch.run_id}")
     watch.etag = headers.get("ETag") or headers.get("etag")
-    watch.apply(body)
-    return True
+    return watch.apply(body)
 
 
 def committed_turn(api: Api, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -155,6 +189,9 @@ def render(watch: RunWatch) -> Any:
     if watch.version:
         facts.add_row("checkpoint", f"version {watch.version}")
     facts.add_row("resumed with", watch.resumed_with or "-")
+    if watch.error:
+        error = f"{watch.error.get('code')}: {watch.error.get('message')}"
+        facts.add_row("error", Text(error, style="bold red"))
     for call in watch.tool_calls:
         state = "complete" if call.get("complete") else "streaming"
         facts.add_row("tool call", f"{call.get('name')} ({state}): {call.get('arguments', '')}")
@@ -172,28 +209,76 @@ def watch_run(
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     """Follow ``run_id`` until it ends; 0 when it completed, 1 otherwise."""
+    watch = RunWatch(run_id)
+    if out.isatty():
+        return _watch_live(api, watch, interval=interval, out=out, sleep=sleep)
+    return _watch_lines(api, watch, interval=interval, out=out, sleep=sleep)
+
+
+def _watch_lines(
+    api: Api, watch: RunWatch, *, interval: float, out: TextIO, sleep: Callable[[float], None]
+) -> int:
+    def say(line: str) -> None:
+        print(line, file=out, flush=True)
+
+    for line in poll(api, watch) or ():
+        say(line)
+    while not watch.ended:
+        sleep(interval)
+        for line in poll(api, watch) or ():
+            say(line)
+    text, last, completed = ending(api, watch.run_id)
+    say(NO_TURN if text is None else f"committed turn: {_quoted(text)}")
+    say(last)
+    return 0 if completed else 1
+
+
+def committed_text(run: dict[str, Any], messages: list[dict[str, Any]]) -> str | None:
+    """The text of the last model turn ``run`` committed; None when it committed none.
+
+    The run view's ``turn`` counts the model turns the run committed and its
+    ``message_count`` is the thread's length as the run last advanced it: a run that
+    committed nothing has no turn of its own, and the thread's last assistant message is an
+    earlier run's (or, past ``message_count``, a later one's).
+    """
+    if int(run["turn"]) < 1:
+        return None
+    mine = [m for m in messages[: int(run["message_count"])] if m["role"] == "assistant"]
+    if not mine:
+        return None
+    return "".join(b.get("text", "") for b in mine[-1]["content"] if b["type"] == "text")
+
+
+def ending(api: Api, run_id: str) -> tuple[str | None, str, bool]:
+    """This run's committed turn's text (None: none), the last line, and whether it completed."""
+    run, messages = committed_turn(api, run_id)
+    text = committed_text(run, messages)
+    error = run.get("error")
+    if run["status"] != "completed":
+        reason = f": {error['code']}: {error['message']}" if error else ""
+        return text, f"run {run_id} {run['status']}{reason}", False
+    return text, f"run {run_id} completed after {run['turn']} turn(s)", True
+
+
+def _watch_live(
+    api: Api, watch: RunWatch, *, interval: float, out: TextIO, sleep: Callable[[float], None]
+) -> int:
     from rich.console import Console
     from rich.live import Live
     from rich.text import Text
 
     console = Console(file=out)
-    watch = RunWatch(run_id)
     poll(api, watch)
     with Live(render(watch), console=console, refresh_per_second=8) as live:
         while not watch.ended:
             sleep(interval)
-            if poll(api, watch):
+            if poll(api, watch) is not None:
                 live.update(render(watch))
-    run, messages = committed_turn(api, run_id)
-    assistant = [m for m in messages if m["role"] == "assistant"]
-    if assistant:
-        text = "".join(b.get("text", "") for b in assistant[-1]["content"] if b["type"] == "text")
+    text, last, completed = ending(api, watch.run_id)
+    if text is None:
+        console.print(Text(NO_TURN, style="dim"))
+    else:
         console.rule("committed turn")
         console.print(Text(text))
-    error = run.get("error")
-    if run["status"] != "completed":
-        reason = f": {error['code']}: {error['message']}" if error else ""
-        console.print(Text(f"run {run_id} {run['status']}{reason}", style="bold red"))
-        return 1
-    console.print(Text(f"run {run_id} completed after {run['turn']} turn(s)", style="green"))
-    return 0
+    console.print(Text(last, style="green" if completed else "bold red"))
+    return 0 if completed else 1

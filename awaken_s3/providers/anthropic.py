@@ -5,7 +5,6 @@ The SDK is imported lazily so the package works without the ``anthropic`` extra.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,7 @@ from awaken_s3.providers.stream_state import (
     stream_from_sdk,
     thinking_enabled,
 )
+from awaken_s3.providers.unreachable import http_unreachable, httpx_modules
 from awaken_s3.streaming.errors import (
     ConnectionDropped,
     ProviderError,
@@ -51,16 +51,11 @@ def _transport_errors() -> tuple[tuple[type[Exception], ...], tuple[type[Excepti
     The SDK leaves mid-stream read errors unwrapped. SDK 2.x runs on ``httpx2``,
     earlier releases (still allowed by the extra) on ``httpx``.
     """
-    timeouts: list[type[Exception]] = []
-    transports: list[type[Exception]] = []
-    for name in ("httpx2", "httpx"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        timeouts.append(module.TimeoutException)
-        transports.append(module.TransportError)
-    return tuple(timeouts), tuple(transports)
+    modules = httpx_modules()
+    return (
+        tuple(module.TimeoutException for module in modules),
+        tuple(module.TransportError for module in modules),
+    )
 
 
 def map_anthropic_exception(exc: BaseException, *, sent_prefill: bool) -> ProviderError | None:
@@ -83,6 +78,11 @@ def map_anthropic_exception(exc: BaseException, *, sent_prefill: bool) -> Provid
             retry_after=None if in_stream else parse_retry_after(dict(exc.response.headers)),
             sent_prefill=sent_prefill,
         )
+    if isinstance(exc, anthropic.APIConnectionError):
+        # Before the timeout: a connect timeout is an APITimeoutError too.
+        unreachable = http_unreachable(exc, provider=NAME)
+        if unreachable is not None:
+            return unreachable
     if isinstance(exc, (anthropic.APITimeoutError, *timeouts)):
         return StreamStalled(f"no data within the idle timeout: {exc}", provider=NAME)
     if isinstance(exc, (anthropic.APIConnectionError, *transports)):

@@ -6,15 +6,17 @@ The default inside AWS: no extra dependency, IAM credentials, no API key.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import Any, TypeGuard
 
 import aioboto3
 import aiohttp
 from aiobotocore.config import AioConfig
 from botocore.eventstream import ParserError
 from botocore.exceptions import (
+    BotoCoreError,
     ClientError,
     ConnectionClosedError,
     ConnectTimeoutError,
@@ -23,6 +25,7 @@ from botocore.exceptions import (
     NoCredentialsError,
     ReadTimeoutError,
 )
+from botocore.exceptions import SSLError as BotocoreSSLError
 
 from awaken_s3.providers.bedrock_format import ConverseStreamTranslator, build_converse_request
 from awaken_s3.providers.classify import classify_bedrock_error
@@ -33,6 +36,7 @@ from awaken_s3.providers.stream_state import (
     thinking_enabled,
     translate_stream,
 )
+from awaken_s3.providers.unreachable import CONNECT_TIMEOUT, connect_cause, unreachable
 from awaken_s3.streaming.errors import (
     AuthenticationFailed,
     ConnectionDropped,
@@ -44,6 +48,17 @@ from awaken_s3.streaming.events import StreamEvent
 from awaken_s3.streaming.provider import ModelRequest, ProviderCapabilities
 
 NAME = "bedrock"
+
+
+def _never_connected(exc: BaseException) -> TypeGuard[BotoCoreError]:
+    """aiobotocore's errors for a request that no connection carried: a connect timeout, a
+    failed TLS handshake, and an EndpointConnectionError from aiohttp's connector (refused,
+    unresolved) rather than from a connection that broke."""
+    if isinstance(exc, ConnectTimeoutError | BotocoreSSLError):
+        return True
+    if isinstance(exc, EndpointConnectionError):
+        return isinstance(exc.kwargs.get("error"), aiohttp.ClientConnectorError | socket.gaierror)
+    return False
 
 
 def map_bedrock_exception(exc: BaseException, *, sent_prefill: bool) -> ProviderError | None:
@@ -63,6 +78,15 @@ def map_bedrock_exception(exc: BaseException, *, sent_prefill: bool) -> Provider
         )
     if isinstance(exc, NoCredentialsError):
         return AuthenticationFailed(f"no AWS credentials for Bedrock: {exc}", provider=NAME)
+    if _never_connected(exc):
+        url = exc.kwargs.get("endpoint_url")
+        cause = exc.kwargs.get("error")
+        reason = (
+            CONNECT_TIMEOUT
+            if isinstance(exc, ConnectTimeoutError)
+            else connect_cause(cause if isinstance(cause, BaseException) else exc)
+        )
+        return unreachable(str(url) if url else None, reason, provider=NAME)
     # aiohttp's ServerTimeoutError is both a connection error and a timeout:
     # the timeout checks come first.
     if isinstance(exc, ReadTimeoutError | asyncio.TimeoutError | aiohttp.ServerTimeoutError):

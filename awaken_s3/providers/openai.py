@@ -16,6 +16,7 @@ from awaken_s3.providers.hints import parse_retry_after
 from awaken_s3.providers.openai_format import OpenAIStreamTranslator, build_openai_request
 from awaken_s3.providers.prefill import PrefillOverride, resolve_prefill
 from awaken_s3.providers.stream_state import ends_with_assistant, stream_from_sdk
+from awaken_s3.providers.unreachable import http_unreachable
 from awaken_s3.streaming.errors import (
     ConnectionDropped,
     ProviderError,
@@ -65,6 +66,11 @@ def map_openai_exception(exc: BaseException, *, sent_prefill: bool) -> ProviderE
             retry_after=parse_retry_after(dict(exc.response.headers)),
             sent_prefill=sent_prefill,
         )
+    if isinstance(exc, openai.APIConnectionError):
+        # Before the timeout: a connect timeout is an APITimeoutError too.
+        unreachable = http_unreachable(exc, provider=NAME)
+        if unreachable is not None:
+            return unreachable
     if isinstance(exc, openai.APITimeoutError):
         return StreamStalled(f"no data within the idle timeout: {exc}", provider=NAME)
     if isinstance(exc, openai.APIConnectionError):

@@ -9,9 +9,11 @@ errors) and names them.
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
+
+from awaken_s3.causes import exception_chain
 
 #: the variables botocore reads for the endpoints these commands use
 ENDPOINT_VARIABLES: Final = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_DYNAMODB")
@@ -62,15 +64,6 @@ def bad_endpoint_setting(env: Mapping[str, str]) -> str | None:
     return None
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
 def _service(exc: BaseException, target: Target) -> str:
     """Which service a botocore error came from, as the target names it."""
     text = str(exc)
@@ -102,7 +95,7 @@ def explain(exc: BaseException, target: Target) -> str:
 
     from awaken_s3.stores.s3_protocol import error_code, http_status
 
-    for cause in _chain(exc):
+    for cause in exception_chain(exc):
         if isinstance(cause, NoRegionError):
             return (
                 f"no AWS region for {target.both()}: set AWS_DEFAULT_REGION (or AWS_REGION, "

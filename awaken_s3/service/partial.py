@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from awaken_s3.errors import CheckpointCorrupt, CheckpointSchemaUnsupported, StreamCheckpointError
 from awaken_s3.models import PartialToolCall, StoredCheckpoint
+from awaken_s3.service.public_errors import public_error
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.threads.models import RunState
 
@@ -139,12 +140,14 @@ def partial_response(
     after: int | None = None,
     turn: int | None = None,
 ) -> dict[str, Any]:
-    """The body of ``GET /runs/{id}/partial``."""
+    """The body of ``GET /runs/{id}/partial``: a poller learns why a run failed from the
+    answer that tells it the run ended (the public code and text, as ``GET /runs/{id}``)."""
     return {
         "run_id": public_run_id,
         "status": run.status.value,
         "turn": run.turn,
         "message_count": run.message_count,
+        "error": public_error(run.error) if run.error else None,
         "partial": partial_view(stored, after=after, turn=turn) if stored is not None else None,
     }
 

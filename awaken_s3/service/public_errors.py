@@ -23,6 +23,7 @@ PUBLIC_MESSAGES: Final[Mapping[str, str]] = {
     "provider_error": "the model provider returned an error",
     "retryable": "the model provider failed temporarily",
     "connection_dropped": "the connection to the model provider dropped",
+    "provider_unreachable": "the service could not connect to the model provider",
     "stream_stalled": "the model provider stopped sending its answer",
     "server_error": "the model provider had an internal error",
     "throttled": "the model provider throttled the request",

@@ -38,6 +38,21 @@ class ConnectionDropped(RetryableProviderError):
     code = "connection_dropped"
 
 
+class ProviderUnreachable(RetryableProviderError):
+    """No connection to the provider's endpoint could be made at all: refused, a host name
+    that did not resolve, a failed TLS handshake, a connect timeout.
+
+    Apart from :class:`ConnectionDropped` (a connection made, then lost) because its cure is
+    usually a setting, not patience: the retry policy gives it a few attempts (a provider
+    restarting) and then fails the run with this error, whose message names the URL and the
+    cause. ``url`` holds no user info, query or fragment (where a key may hide).
+    """
+
+    code = "provider_unreachable"
+    #: the endpoint as the message names it; None when the SDK did not say
+    url: str | None = None
+
+
 class StreamStalled(RetryableProviderError):
     code = "stream_stalled"
 

@@ -16,6 +16,13 @@ import pytest
 
 from awaken_s3.demo.model import ANSWER
 from tests.dev.conftest import DevServer
+from tests.dev.wire_thread import (
+    BEFORE_KILL,
+    WHOLE_TURN,
+    openai_wire,
+    push_interrupted_turn,
+    start_dev_on,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -30,6 +37,8 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+#: what the console shows for a fact it does not have (an en dash)
+NONE = "\u2013"
 #: only a hung test waits this long (milliseconds, Playwright's unit)
 HUNG_MS = 90_000
 
@@ -133,3 +142,56 @@ def test_a_run_with_a_tool_shows_the_call_and_its_claim(
     assistant = messages.locator('li[data-role="assistant"]').last
     expect(assistant).to_contain_text("lookup said: S3 conditional writes")
     expect(assistant).to_contain_text(ANSWER[:40])
+
+
+def test_a_run_that_fails_before_any_output_shows_its_own_state_only(
+    dev_server_factory: Callable[..., DevServer], browser: BrowserContext
+) -> None:
+    """The first run's worker is killed and the turn resumed with R1; the second run, on the
+    same thread, fails before any output because the provider went away. The page then
+    shows the second run's error and nothing of the first: no text, writer, epoch or plan."""
+    with openai_wire() as wire:
+        push_interrupted_turn(wire)
+        server = start_dev_on(dev_server_factory, wire)
+        page = open_console(browser, server)
+        page.get_by_role("button", name="Start a run").click()
+        partial = page.get_by_test_id("partial-text")
+        expect(partial).to_have_text(BEFORE_KILL)
+        page.get_by_role("button", name="Kill the worker").click()
+        expect(page.get_by_test_id("kill-result")).to_contain_text("killed pid")
+        expect(page.get_by_test_id("resumed-with")).to_have_text("R1")
+        expect(page.get_by_test_id("checkpoint-epoch")).to_have_text("2")
+        writer = page.get_by_test_id("checkpoint-writer")
+        expect(writer).to_contain_text("[$LATEST]")
+        first_writers = [
+            item.inner_text() for item in page.locator('[data-testid="resumes"] li').all()
+        ]
+        first_writer = writer.inner_text()
+        wire.proceed()
+        expect(page.get_by_test_id("run-status")).to_have_text("completed")
+        expect(page.get_by_test_id("turn-title")).to_contain_text("it extends every partial")
+        assert partial.inner_text().replace("resumed: R1", "") == WHOLE_TURN
+        first_run = page.get_by_test_id("run-id").inner_text()
+
+        wire.stop()  # the provider goes away: nothing can connect to it now
+        page.get_by_role("button", name="Start a run").click()  # on the same thread
+        expect(page.get_by_test_id("run-id")).not_to_have_text(first_run)
+        expect(page.get_by_test_id("run-status")).to_have_text("failed")
+
+    expect(page.get_by_test_id("run-error-code")).to_have_text("provider_unreachable")
+    expect(page.get_by_test_id("run-error-message")).to_have_text(
+        "the service could not connect to the model provider"
+    )
+    expect(page.get_by_test_id("run-error")).to_be_visible()
+    expect(page.get_by_test_id("turn-title")).to_have_text("No turn committed by this run")
+    expect(partial).to_have_text("")
+    # Its own checkpoint facts, if the console saw one while it retried (epoch 1, each retry
+    # restarting the request: R4); never the first run's (epoch 2, resumed with R1).
+    expect(writer).not_to_have_text(first_writer)
+    expect(page.get_by_test_id("checkpoint-epoch")).to_have_text(re.compile(f"^({NONE}|1)$"))
+    expect(page.get_by_test_id("resumed-with")).to_have_text(
+        re.compile(f"^({NONE}|not resumed|R4)$")
+    )
+    expect(page.locator('[data-testid="resumes"] li[data-plan="R1"]')).to_have_count(0)
+    for entry in first_writers:
+        expect(page.get_by_test_id("resumes")).not_to_contain_text(entry)

@@ -10,6 +10,8 @@ import pytest
 
 from awaken_s3.models import PartialToolCall, StreamCheckpoint
 from awaken_s3.service.wiring import Services
+from awaken_s3.streaming.outcome import ClassifiedError
+from awaken_s3.threads import RunStatus
 from handlers import api
 from tests.handlers.conftest import MODEL, Aws, FakeContext, http_event, stored
 
@@ -143,3 +145,28 @@ def test_an_unreadable_checkpoint_store_is_said_not_guessed(
     assert (status, run["partial"], run["partial_unavailable"]) == (200, None, True)
     status, _, body = call("GET", "/runs/r1/partial")
     assert (status, body["error"]) == (503, "partial_unavailable")
+
+
+def test_the_polled_view_says_why_a_run_failed_with_its_public_error(aws: Aws) -> None:
+    start_run()
+    assert call("GET", "/runs/r1/partial")[2]["error"] is None
+    raw = "cannot connect to https://gw.example/v1/chat/completions: connection refused"
+
+    async def fail(services: Services) -> None:
+        run = await services.threads.claim_run(stored("r1"), worker="w", lease_seconds=30)
+        await services.threads.finish_run(
+            stored("r1"),
+            worker="w",
+            epoch=run.lease.epoch,
+            status=RunStatus.FAILED,
+            error=ClassifiedError("provider_unreachable", raw, retryable=False),
+        )
+
+    aws.run(fail)
+    status, _, view = call("GET", "/runs/r1/partial")
+    assert (status, view["status"], view["turn"], view["partial"]) == (200, "failed", 0, None)
+    assert view["error"] == {
+        "code": "provider_unreachable",
+        "message": "the service could not connect to the model provider",
+    }
+    assert "gw.example" not in json.dumps(view)  # the URL stays in the run item and the log

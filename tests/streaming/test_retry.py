@@ -7,6 +7,7 @@ import random
 import pytest
 
 from awaken_s3.streaming import errors as e
+from awaken_s3.streaming.outcome import ClassifiedError
 from awaken_s3.streaming.retry import (
     MAX_RETRY_AFTER,
     RetryPolicy,
@@ -25,7 +26,14 @@ class FixedRandom:
         return self.value
 
 
-RETRYABLE = [e.ConnectionDropped, e.StreamStalled, e.ServerError, e.Throttled, e.Overloaded]
+RETRYABLE = [
+    e.ConnectionDropped,
+    e.ProviderUnreachable,
+    e.StreamStalled,
+    e.ServerError,
+    e.Throttled,
+    e.Overloaded,
+]
 PERMANENT = [
     e.InvalidRequest,
     e.PrefillRejected,
@@ -117,8 +125,31 @@ def test_the_budget_allows_max_interruptions_then_fails_naming_the_last_error() 
     assert "overloaded" in decision.error.message
 
 
+REFUSED = "cannot connect to http://127.0.0.1:9/v1/chat/completions: connection refused"
+
+
+def test_an_unreachable_endpoint_gets_fewer_retries_then_fails_with_its_own_error() -> None:
+    policy = RetryPolicy(max_interruptions=5, max_unreachable=2)
+    error = e.ProviderUnreachable(REFUSED)
+    retried = [decide(policy, error, interruptions=n, rng=FixedRandom(1)) for n in (1, 2, 3)]
+    assert [(d.retry, d.delay) for d in retried] == [(True, 1.0), (True, 2.0), (False, 0.0)]
+    # The run fails with what to fix, not with "interrupted too many times".
+    assert retried[-1].error == ClassifiedError("provider_unreachable", REFUSED, retryable=False)
+
+
+def test_unreachable_retries_count_with_the_turns_other_interruptions() -> None:
+    error = e.ProviderUnreachable(REFUSED)
+    # After three drops, an endpoint that stopped answering fails the turn at once ...
+    assert not decide(RetryPolicy(max_unreachable=2), error, interruptions=4).retry
+    # ... and a budget smaller than max_unreachable still bounds it, with the same error.
+    decision = decide(RetryPolicy(max_interruptions=1, max_unreachable=4), error, interruptions=2)
+    assert (decision.retry, decision.error.code) == (False, "provider_unreachable")
+
+
 def test_policy_rejects_nonsense() -> None:
     with pytest.raises(ValueError):
         RetryPolicy(max_interruptions=-1)
+    with pytest.raises(ValueError):
+        RetryPolicy(max_unreachable=-1)
     with pytest.raises(ValueError):
         RetryPolicy(idle_timeout=0)

@@ -19,6 +19,8 @@ const state = {
   text: "",           // the turn's text so far, as the API returned it
   etag: null,         // the partial view's version, sent back as If-None-Match
   status: null,
+  committedTurns: 0,  // model turns the open run committed (the view's "turn")
+  messageCount: 0,    // the thread's length as the open run last advanced it
   writers: [],
 };
 
@@ -171,15 +173,40 @@ async function startRun(event) {
 function openRun(runId, threadId) {
   state.generation += 1;
   Object.assign(state, { run: runId, thread: threadId, turn: null, text: "", etag: null,
-                         status: null, writers: [] });
+                         status: null, committedTurns: 0, messageCount: 0, writers: [] });
   $("run").hidden = false;
   $("run-id").textContent = runId;
-  $("partial").textContent = "";
-  $("messages").replaceChildren();
-  $("kill-result").textContent = "";
+  resetRunView();
   loadThreads();
   followPartial(state.generation);
   followInternals(state.generation);
+}
+
+// Every fact on the page is the open run's own: nothing of the run shown before survives.
+function resetRunView() {
+  const badge = $("run-status");
+  badge.textContent = "";
+  badge.className = "badge";
+  $("run-turn").textContent = "";
+  showError(null);
+  $("turn-title").textContent = "Partial turn";
+  $("partial").textContent = "";
+  for (const id of ["ck-version", "ck-epoch", "ck-writer", "ck-plan", "lease"]) $(id).textContent = "–";
+  $("worker").textContent = "";
+  $("kill").disabled = true;
+  $("kill-result").textContent = "";
+  renderWriters([]);
+  lastPartialCalls = [];
+  lastClaims = [];
+  renderToolCalls([], []);
+  renderInvocations([]);
+  $("messages").replaceChildren();
+}
+
+function showError(error) {
+  $("run-error").hidden = !error;
+  $("run-error-code").textContent = error ? error.code : "";
+  $("run-error-message").textContent = error ? error.message : "";
 }
 
 // The public API's live view: one conditional GET per poll, only the new text.
@@ -207,6 +234,9 @@ function applyPartial(view) {
   badge.textContent = view.status;
   badge.className = "badge " + view.status;
   $("run-turn").textContent = `turn ${view.turn} · ${view.message_count} messages committed`;
+  state.committedTurns = view.turn;
+  state.messageCount = view.message_count;
+  showError(view.error);
   const partial = view.partial;
   if (partial) {
     if (partial.turn !== state.turn) { state.turn = partial.turn; state.text = ""; }
@@ -266,7 +296,7 @@ function renderInternals(run) {
     $("ck-epoch").textContent = checkpoint.epoch;
     $("ck-writer").textContent = checkpoint.writer;
   } else if (TERMINAL.has(run.status)) {
-    $("ck-version").textContent = "deleted after the commit";
+    $("ck-version").textContent = run.status === "completed" ? "deleted after the commit" : "none left";
   }
   $("lease").textContent = run.lease.owner
     ? `epoch ${run.lease.epoch}, held by ${run.lease.owner}, ${run.lease.expires_in} s left`
@@ -345,10 +375,16 @@ async function showThread(generation) {
     });
     list.append(el("li", { "data-role": message.role }, el("span", { class: "role" }, message.role), ...parts));
   }
-  // The committed turn extends the last partial shown: finish the text with it.
-  const last = data.messages.filter((m) => m.role === "assistant").pop();
+  // The committed turn extends the last partial shown: finish the text with it. Only a turn
+  // this run committed counts: one that committed none has no turn of its own (the thread's
+  // last assistant message is an earlier run's), and past the run's message count are a
+  // later run's messages.
+  const mine = state.committedTurns > 0 ? data.messages.slice(0, state.messageCount) : [];
+  const last = mine.filter((m) => m.role === "assistant").pop();
   const committed = last ? last.content.filter((b) => b.type === "text").map((b) => b.text).join("") : "";
-  if (committed && committed.startsWith(state.text)) {
+  if (!last) {
+    $("turn-title").textContent = "No turn committed by this run";
+  } else if (committed && committed.startsWith(state.text)) {
     state.text = committed;
     $("turn-title").textContent = "Last turn (committed: it extends every partial shown)";
   } else if (committed && state.text) {

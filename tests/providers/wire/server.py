@@ -3,8 +3,9 @@
 Each request takes the next scripted response. A response is a status, headers
 and a list of body parts: raw bytes (each part is flushed on its own, so the
 client sees real chunk boundaries), ``DROP`` (abort the TCP connection mid-body)
-or ``STALL`` (send nothing until the test ends).
-A response ends with a complete body unless a ``DROP`` or ``STALL`` cuts it.
+``STALL`` (send nothing until the test ends) or ``WAIT`` (send the rest once the test calls
+:meth:`WireServer.proceed`). A response ends with a complete body unless a ``DROP`` or
+``STALL`` cuts it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class _Marker:
 
 DROP: Final = _Marker("DROP")
 STALL: Final = _Marker("STALL")
+WAIT: Final = _Marker("WAIT")
 
 Part = bytes | _Marker
 _P = TypeVar("_P")
@@ -61,6 +63,7 @@ class WireServer:
         #: answers the request instead of the next scripted one
         self.validate: Callable[[Received], Scripted | None] | None = None
         self._release = asyncio.Event()
+        self._proceed = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._providers: list[Any] = []
         self.port = 0
@@ -73,6 +76,10 @@ class WireServer:
         """Close ``provider`` (its HTTP client) when the server stops."""
         self._providers.append(provider)
         return provider
+
+    def proceed(self) -> None:
+        """Let every response held at a ``WAIT`` go on (on the server's event loop)."""
+        self._proceed.set()
 
     def push(self, *responses: Scripted) -> None:
         self.script.extend(responses)
@@ -107,6 +114,9 @@ class WireServer:
             if part is STALL:
                 await self._release.wait()
                 return response
+            if part is WAIT:
+                await self._proceed.wait()
+                continue
             assert isinstance(part, bytes)
             await response.write(part)
             # Let each part leave as its own TCP segment, like a real stream.
@@ -125,6 +135,7 @@ class WireServer:
 
     async def stop(self) -> None:
         self._release.set()
+        self._proceed.set()
         for provider in self._providers:
             await provider.aclose()
         if self._runner is not None:
