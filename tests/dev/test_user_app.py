@@ -2,12 +2,13 @@
 installed ``awaken-s3 dev --app``, driven over HTTP with a real client, its model a local
 OpenAI-compatible server speaking the real wire format.
 
-The model calls both of the app's tools in one turn. The tools record what their ToolContext
+The model calls the app's three tools in one turn. Two of them record what their ToolContext
 told them, show that they overlap (each waits for the other to have started: run one after
-the other, neither could finish), and hold until the test lets them go, so the worker can be
-killed while both are running. The run then completes with each call run at most once: the
-idempotent tool again (attempt 2, the same idempotency key), the other never again (its
-outcome is reported unknown).
+the other, neither could finish), and hold until the test lets them go; the third finishes at
+once. The worker is killed while the two run and after the third finished. The run then
+completes with each call run at most once: the idempotent tool again (attempt 2, the same
+idempotency key), the non-idempotent one never again (its outcome is reported unknown), and
+the finished one answered from its record.
 """
 
 from __future__ import annotations
@@ -88,9 +89,16 @@ def send_notice(to: str, text: str, urgent: bool = False) -> str:
     return f"sent to {to}"
 
 
+@tool
+def open_ticket(subject: str) -> str:
+    """Open a support ticket (not safe to repeat; done at once)."""
+    note(tool="open_ticket", event="start")
+    return "ticket T-1 opened"
+
+
 app = App([
     Agent("support", description="Answers customers about their orders.",
-          system="You are the support desk.", tools=[lookup_order, send_notice]),
+          system="You are the support desk.", tools=[lookup_order, send_notice, open_ticket]),
     Agent("chat", description="Small talk, no tools."),
 ])
 '''
@@ -104,6 +112,8 @@ TOOL_TURN = oa.stream(
     oa.tool_start(1, "call_notice", "send_notice"),
     oa.tool_args(1, '{"to": "bo@example.com", '),
     oa.tool_args(1, '"text": "Your order shipped."}'),
+    oa.tool_start(2, "call_ticket", "open_ticket"),
+    oa.tool_args(2, '{"subject": "A-17"}'),
     oa.finish("tool_calls"),
     oa.usage(120, 40),
     oa.DONE,
@@ -230,6 +240,8 @@ def test_a_user_s_app_runs_its_tools_concurrently_and_survives_a_kill_during_the
     log = calls(records)
     starts = [c for c in log if c["event"] == "start"]
     assert [c["tool"] for c in starts].count("send_notice") == 1
+    # The call that finished before the kill is answered from its record, never run again.
+    assert [c["tool"] for c in starts].count("open_ticket") == 1
     lookups = [c for c in starts if c["tool"] == "lookup_order"]
     assert [c["attempt"] for c in lookups] == [1, 2]
     assert lookups[0]["key"] == lookups[1]["key"] and lookups[0]["key"].startswith("awaken-")
@@ -245,12 +257,13 @@ def test_a_user_s_app_runs_its_tools_concurrently_and_survives_a_kill_during_the
     roles = [m["role"] for m in thread["messages"]]
     assert roles == ["user", "assistant", "user", "assistant"]
     results = thread["messages"][2]["content"]
-    assert [r["tool_use_id"] for r in results] == ["call_lookup", "call_notice"]
+    assert [r["tool_use_id"] for r in results] == ["call_lookup", "call_notice", "call_ticket"]
     assert json.loads(results[0]["content"]) == {"order_id": "A-17", "status": "shipped"}
     assert (results[1]["content"], results[1]["is_error"]) == (OUTCOME_UNKNOWN, True)
+    assert (results[2]["content"], results[2]["is_error"]) == ("ticket T-1 opened", False)
     assert thread["messages"][3]["content"][0]["text"] == ANSWER
     second = wire.received[1].json()
-    assert [m["role"] for m in second["messages"]][-2:] == ["tool", "tool"]
+    assert [m["role"] for m in second["messages"]][-3:] == ["tool", "tool", "tool"]
 
 
 RELOADED_MODULE = """
