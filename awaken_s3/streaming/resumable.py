@@ -112,10 +112,10 @@ class ResumableTurn:
 
     async def result(self) -> TurnOutcome:
         """Run the turn to its end (its events are dropped unless iterated) and return its
-        outcome."""
+        outcome. Cancelling the caller stops the turn, its checkpoint kept (like a crash)."""
         if self.outcome is not None:
             return self.outcome
-        return await asyncio.shield(self._start())
+        return await self._start()
 
     def __await__(self) -> Generator[Any, None, TurnOutcome]:
         return self.result().__await__()
