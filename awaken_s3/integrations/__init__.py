@@ -7,3 +7,7 @@ Each exposes ``ResumableModel(model, store=..., key=...)``. The wrapped model's 
 through the same turn runner as the service (checkpoints, R1-R4, the seam check); the
 framework receives the whole turn: the recovered prefix first, then the continuation.
 """
+
+from awaken_s3.integrations._turns import ResumableTurnError
+
+__all__ = ["ResumableTurnError"]

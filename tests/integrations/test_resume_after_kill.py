@@ -8,10 +8,7 @@ incomplete call."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,18 +18,14 @@ from typing import Any
 import pytest
 
 from awaken_s3 import StreamCheckpoint
-from awaken_s3.models import decode_checkpoint
-from awaken_s3.stores.fs import SUFFIX, decode_file
 from awaken_s3.streaming.continuation import CONTINUE_INSTRUCTION
+from tests.integrations.processes import kill_when, read_checkpoint, run
 from tests.providers.wire.dialects import Dialect, by_name
 from tests.providers.wire.server import STALL, Received, WireServer
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
 KEY = "weather-job-1"
-#: a bound only a hung test reaches (the waits are on events: a checkpoint, an exit)
-BOUND = 120.0
 
 
 @dataclass
@@ -43,72 +36,31 @@ class Agent:
     wire: WireServer
     streaming: bool = False
 
-    def config(self) -> str:
-        return json.dumps(
-            {
-                "framework": self.framework,
-                "dialect": self.dialect.name,
-                "url": self.wire.url,
-                "store": str(self.tmp / "checkpoints"),
-                "tool_log": str(self.tmp / "tools.log"),
-                "key": KEY,
-                "streaming": self.streaming,
-            }
-        )
-
-    async def start(self) -> asyncio.subprocess.Process:
-        return await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tests.integrations.agent_proc",
-            self.config(),
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
+    def argv(self) -> list[str]:
+        config = {
+            "framework": self.framework,
+            "dialect": self.dialect.name,
+            "url": self.wire.url,
+            "store": str(self.tmp / "checkpoints"),
+            "tool_log": str(self.tmp / "tools.log"),
+            "key": KEY,
+            "streaming": self.streaming,
+        }
+        return [sys.executable, "-m", "tests.integrations.agent_proc", json.dumps(config)]
 
     async def kill_when(self, saved: Callable[[StreamCheckpoint], bool]) -> None:
-        """Run the agent until its checkpoint satisfies ``saved``, then SIGKILL it."""
-        process = await self.start()
-        try:
-            async with asyncio.timeout(BOUND):
-                while not await self._saved(saved):
-                    if process.returncode is not None:
-                        _, err = await process.communicate()
-                        raise AssertionError(f"the agent ended before the cut: {err.decode()}")
-                    await asyncio.sleep(0.02)
-        finally:
-            if process.returncode is None:
-                os.kill(process.pid, signal.SIGKILL)
-            await process.wait()
-        assert process.returncode == -signal.SIGKILL
+        await kill_when(self.argv(), saved, directory=self.tmp / "checkpoints", key=KEY)
 
     async def run(self) -> str:
-        process = await self.start()
-        async with asyncio.timeout(BOUND):
-            out, err = await process.communicate()
-        assert process.returncode == 0, err.decode()
-        return str(json.loads(out.decode().strip().splitlines()[-1])["answer"])
-
-    async def _saved(self, saved: Callable[[StreamCheckpoint], bool]) -> bool:
-        # The agent's process owns the store's directory; its writes are atomic renames, so
-        # the object is read as the store would read it.
-        path = self.tmp / "checkpoints" / f"{KEY}{SUFFIX}"
-        try:
-            body = path.read_bytes()
-        except FileNotFoundError:
-            return False
-        _, checkpoint = decode_file(body, run_id=KEY)
-        return saved(decode_checkpoint(checkpoint, run_id=KEY))
+        out = await run(self.argv())
+        return str(json.loads(out.strip().splitlines()[-1])["answer"])
 
     def tool_runs(self) -> list[dict[str, Any]]:
         log = self.tmp / "tools.log"
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
     async def checkpoint_left(self) -> bool:
-        return await self._saved(lambda _: True)
+        return read_checkpoint(self.tmp / "checkpoints", KEY) is not None
 
 
 def messages(dialect: Dialect, received: Received) -> list[tuple[str, str]]:
