@@ -145,25 +145,33 @@ def model_turns(messages: Sequence[Message]) -> int:
     return sum(1 for m in messages if m.role == "assistant")
 
 
+@dataclass(frozen=True, slots=True)
+class ResumeOptions:
+    """What an adapter's ``ResumableModel`` was built with."""
+
+    store: StreamCheckpointStore
+    #: names the agent invocation: the same key after a crash resumes its model call
+    key: str
+    #: send a resumed prefix as a trailing assistant message (only for models that continue
+    #: one); otherwise a short user message asks the model to continue it
+    prefill: bool = False
+    retry_policy: RetryPolicy | None = None
+    checkpoint_policy: CheckpointPolicy | None = None
+
+
 async def resumable_ops(
-    store: StreamCheckpointStore,
-    key: str,
-    provider: Provider,
-    request: ModelRequest,
-    *,
-    retry_policy: RetryPolicy | None,
-    checkpoint_policy: CheckpointPolicy | None,
+    options: ResumeOptions, provider: Provider, request: ModelRequest
 ) -> AsyncIterator[Op]:
     """Run one model call as a resumable turn and yield what the framework is fed."""
     turn = open_turn(
-        store,
-        key,
+        options.store,
+        options.key,
         provider,
         request,
         turn=model_turns(request.messages),
         thread_id=conversation_id(request),
-        retry_policy=retry_policy,
-        checkpoint_policy=checkpoint_policy,
+        retry_policy=options.retry_policy,
+        checkpoint_policy=options.checkpoint_policy,
     )
     feed = TurnFeed()
     async for event in turn:

@@ -31,6 +31,7 @@ from awaken_s3.integrations._turns import (
     Blocks,
     Calls,
     Finished,
+    ResumeOptions,
     Text,
     map_framework_error,
     resumable_ops,
@@ -101,11 +102,7 @@ class ResumableModel(WrapperModel):
         checkpoint_policy: CheckpointPolicy | None = None,
     ) -> None:
         super().__init__(model)
-        self.store = store
-        self.key = key
-        self.prefill = prefill
-        self.retry_policy = retry_policy
-        self.checkpoint_policy = checkpoint_policy
+        self.resume = ResumeOptions(store, key, prefill, retry_policy, checkpoint_policy)
 
     async def request(
         self,
@@ -147,16 +144,8 @@ class _ResumableResponse(StreamedResponse):
     _timestamp: datetime = field(default_factory=lambda: datetime.now(UTC), kw_only=True)
 
     async def _get_event_iterator(self) -> AsyncIterator[pai.ModelResponseStreamEvent]:
-        owner = self.bridge.owner
         parts = self._parts_manager
-        async for op in resumable_ops(
-            owner.store,
-            owner.key,
-            self.bridge,
-            self.bridge.request,
-            retry_policy=owner.retry_policy,
-            checkpoint_policy=owner.checkpoint_policy,
-        ):
+        async for op in resumable_ops(self.bridge.owner.resume, self.bridge, self.bridge.request):
             if isinstance(op, Text):
                 for event in parts.handle_text_delta(vendor_part_id="text", content=op.text):
                     yield event
@@ -242,7 +231,7 @@ class _Bridge:
         )
 
     def capabilities(self, model: str) -> ProviderCapabilities:
-        return ProviderCapabilities(assistant_prefill=self.owner.prefill)
+        return ProviderCapabilities(assistant_prefill=self.owner.resume.prefill)
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         continuation = [from_message(m) for m in request.messages[len(self.base) :]]

@@ -29,6 +29,7 @@ from awaken_s3.integrations._turns import (
     Calls,
     Finished,
     Op,
+    ResumeOptions,
     Text,
     map_framework_error,
     resumable_ops,
@@ -89,11 +90,7 @@ class ResumableModel(Model):
         checkpoint_policy: CheckpointPolicy | None = None,
     ) -> None:
         self.model = model
-        self.store = store
-        self.key = key
-        self.prefill = prefill
-        self.retry_policy = retry_policy
-        self.checkpoint_policy = checkpoint_policy
+        self.resume = ResumeOptions(store, key, prefill, retry_policy, checkpoint_policy)
 
     def update_config(self, **model_config: Any) -> None:
         self.model.update_config(**model_config)
@@ -117,14 +114,7 @@ class ResumableModel(Model):
         bridge = _StrandsBridge(self, list(messages), tool_specs, system_prompt, kwargs)
         translator = _ToStrands()
         yield {"messageStart": {"role": "assistant"}}
-        async for op in resumable_ops(
-            self.store,
-            self.key,
-            bridge,
-            bridge.request,
-            retry_policy=self.retry_policy,
-            checkpoint_policy=self.checkpoint_policy,
-        ):
+        async for op in resumable_ops(self.resume, bridge, bridge.request):
             for event in translator.events(op):
                 yield event
 
@@ -158,7 +148,7 @@ class _StrandsBridge:
         )
 
     def capabilities(self, model: str) -> ProviderCapabilities:
-        return ProviderCapabilities(assistant_prefill=self.owner.prefill)
+        return ProviderCapabilities(assistant_prefill=self.owner.resume.prefill)
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         # Strands' messages are TypedDicts of the same shape.
