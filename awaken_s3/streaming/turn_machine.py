@@ -37,6 +37,10 @@ Decisions kept here, all from the partial turn as a later process would see it:
 * A stream that stops for tool use without one complete call is an interruption.
 * Carried reasoning means thinking is on, and the APIs refuse a prefill then: such a prefix
   always goes out in the continue-message form.
+* Without a lease (``leased=False``: a caller with no run record) the epoch is taken one above
+  the loaded checkpoint's, so the store's conditional writes alone fence the writer before.
+* Every plan taken, from a checkpoint or in process, is appended to :attr:`resumes` for the
+  driver to report (a live view shows the recovered text before the turn streams on).
 """
 
 from __future__ import annotations
