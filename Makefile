@@ -59,6 +59,7 @@ test: lint typecheck infra unit
 bench: venv
 	$(BIN)/python benchmarks/store_ops.py
 	$(BIN)/python benchmarks/stream_overhead.py
+	$(BIN)/python benchmarks/crash_resume.py
 
 clean:
 	rm -rf $(VENV) .venv-* .pytest_cache .mypy_cache .ruff_cache .hypothesis .aws-sam

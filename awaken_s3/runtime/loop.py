@@ -46,6 +46,7 @@ from awaken_s3.runtime.lease import LeaseKeeper
 from awaken_s3.runtime.tool_batch import run_batch
 from awaken_s3.runtime.tools import CallSite, ToolRegistry, execute_tool_call
 from awaken_s3.stores.base import StreamCheckpointStore
+from awaken_s3.streaming.cleanup import LATE_PUT_WAIT, delete_checkpoint, delete_turn_checkpoint
 from awaken_s3.streaming.outcome import (
     ClassifiedError,
     DroppedToolCall,
@@ -139,8 +140,6 @@ NO_PROGRESS = "no_progress"
 DEFAULT_MAX_IDLE_SUSPENSIONS = 5
 #: checkpoint faults an invocation repairs in place before it hands the run over
 _MAX_REPAIRS = 2
-#: seconds the delete after a commit waits for a checkpoint put that outlasted its turn
-LATE_PUT_WAIT = 60.0
 
 
 def pending_tool_calls(history: Sequence[Message]) -> tuple[ToolUseBlock, ...]:
@@ -556,58 +555,17 @@ class _Drive:
         return stored
 
     async def delete_turn_checkpoint(self, turn_index: int, turn: TurnCompleted) -> bool | None:
-        """Delete the committed turn's checkpoint; True when none of it is left, None when
-        another object was found in its place (rewritten meanwhile)."""
-        if turn.put_in_flight is not None:
-            # A slow put outlasted the turn: it may still create or replace the object. Once
-            # it ended, whatever is stored is known and deleted below; if it does not end in
-            # time, the checkpoint counts as left (the run's next delivery deletes it).
-            if not await self.await_put(turn.put_in_flight):
-                return False
-        elif turn.checkpoint_version is not None:
-            return await self.delete_checkpoint(turn.checkpoint_version)
-        stats = turn.checkpoint_stats
-        if turn.put_in_flight is None and stats.puts == 0 and stats.failures == 0:
-            return True  # the turn never wrote one
-        # A put whose answer was lost may have landed: look, and delete what is there if it
-        # is a checkpoint of this turn or an earlier one (stale now), at the version read.
-        try:
-            stored = await self.loop.checkpoints.get(self.run_id)
-        except StreamCheckpointError as exc:
-            log.warning("run %s: could not look for the turn's checkpoint: %s", self.run_id, exc)
-            return False
-        if stored is None or stored.checkpoint.turn > turn_index:
-            return True
-        return await self.delete_checkpoint(stored.version)
-
-    async def await_put(self, put: Awaitable[None]) -> bool:
-        """Wait for a put in flight, up to the deadline (or :data:`LATE_PUT_WAIT` without one);
-        True when it ended."""
+        """Delete the committed turn's checkpoint (see :mod:`awaken_s3.streaming.cleanup`);
+        a put that outlasted the turn is awaited up to the deadline."""
         wait = LATE_PUT_WAIT
         if self.deadline is not None:
             wait = max(0.0, min(wait, self.deadline - self.loop._monotonic()))
-        try:
-            async with asyncio.timeout(wait):
-                await asyncio.shield(put)
-        except TimeoutError:
-            log.warning("run %s: a checkpoint put is still in flight after the turn", self.run_id)
-            return False
-        except Exception as exc:  # the put's own failure was logged where it happened
-            log.debug("run %s: the late checkpoint put failed: %s", self.run_id, exc)
-        return True
+        return await delete_turn_checkpoint(
+            self.loop.checkpoints, self.run_id, turn_index, turn, late_put_wait=wait
+        )
 
     async def delete_checkpoint(self, version: str) -> bool | None:
-        """True when deleted, False when the delete failed, None when someone rewrote the
-        object meanwhile (not ours to judge while the run goes on)."""
-        try:
-            await self.loop.checkpoints.delete(self.run_id, expected_version=version)
-        except CheckpointFenced:
-            return None
-        except StreamCheckpointError as exc:
-            # The commit is the authority; a leftover checkpoint is stale and cleaned later.
-            log.warning("run %s: checkpoint delete failed: %s", self.run_id, exc)
-            return False
-        return True
+        return await delete_checkpoint(self.loop.checkpoints, self.run_id, version)
 
     # -- commits
 

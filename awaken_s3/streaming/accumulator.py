@@ -78,6 +78,8 @@ class StreamAccumulator:
         self.stop_reason: str | None = None
         #: characters of text and tool arguments received so far (all attempts)
         self.content_chars = 0
+        #: ``len(self.text)``, kept up to date without joining the text on every delta
+        self.text_length = 0
         #: while not None, the seam is open: ``_chunks`` holds only the continuation
         self._seam_prefix: str | None = None
         self._seam_trim_echo = False
@@ -94,6 +96,8 @@ class StreamAccumulator:
                 self.content_chars += len(text)
                 if self._seam_prefix is not None:
                     self._try_settle_seam()
+                else:
+                    self.text_length += len(text)
             return False
         if isinstance(event, ToolCallDelta):
             call = self._calls.get(event.index)
@@ -162,6 +166,10 @@ class StreamAccumulator:
     @property
     def tool_calls(self) -> tuple[PartialToolCall, ...]:
         return tuple(self._calls[i].partial() for i in sorted(self._calls))
+
+    def tool_call(self, index: int) -> PartialToolCall | None:
+        call = self._calls.get(index)
+        return call.partial() if call is not None else None
 
     @property
     def usage(self) -> Usage:
@@ -242,6 +250,7 @@ class StreamAccumulator:
         self._chunks = []
         self._seam_prefix = prefix if prefix else None
         self._seam_trim_echo = trim_echo
+        self.text_length = len(prefix)
 
     def _try_settle_seam(self) -> None:
         prefix = self._seam_prefix
@@ -251,3 +260,4 @@ class StreamAccumulator:
             return
         self._seam_prefix = None
         self._chunks = [join_at_seam(prefix, continuation, trim_echo=self._seam_trim_echo)]
+        self.text_length = len(self._chunks[0])

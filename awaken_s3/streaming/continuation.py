@@ -72,6 +72,20 @@ def build_continuation_request(
     return dataclasses.replace(request, messages=tuple(messages))
 
 
+def continued_prefix(messages: Sequence[Message]) -> Message | None:
+    """The assistant prefix a continuation request (either form) asks the model to continue,
+    or None when ``messages`` do not end like one."""
+    if not messages:
+        return None
+    last = messages[-1]
+    if last.role == "assistant":
+        return last
+    before = messages[-2] if len(messages) >= 2 else None
+    if before is not None and before.role == "assistant" and last.text == CONTINUE_INSTRUCTION:
+        return before
+    return None
+
+
 def _trailing_whitespace(text: str) -> str:
     return text[len(text.rstrip()) :]
 

@@ -55,6 +55,7 @@ from awaken_s3.streaming.outcome import (
 )
 from awaken_s3.streaming.provider import ModelRequest, Provider
 from awaken_s3.streaming.retry import RandomSource, RetryPolicy
+from awaken_s3.streaming.turn_events import Observer, TurnEventView
 from awaken_s3.streaming.turn_machine import (
     ATTEMPT_LOST,
     COMPLETED,
@@ -120,8 +121,11 @@ class TurnRunner:
         #: checkpoint I/O of the most recent turn (also on each outcome)
         self.last_stats = CheckpointStats()
 
-    async def run_turn(self, turn: TurnRequest) -> TurnOutcome:
-        driver = _Driver(self, turn)
+    async def run_turn(self, turn: TurnRequest, *, observer: Observer | None = None) -> TurnOutcome:
+        """Drive ``turn`` to its outcome; ``observer`` (called synchronously, it must not
+        block) receives the turn's :data:`~awaken_s3.streaming.turn_events.TurnEvent` s as
+        they are decided."""
+        driver = _Driver(self, turn, observer)
         try:
             outcome = await driver.run()
         finally:
@@ -137,10 +141,12 @@ class TurnRunner:
 class _Driver:
     """Performs one turn's actions and feeds their results back to its machine."""
 
-    def __init__(self, runner: TurnRunner, job: TurnRequest) -> None:
+    def __init__(self, runner: TurnRunner, job: TurnRequest, observer: Observer | None) -> None:
         self.r = runner
         self.job = job
         self.provider = job.provider or runner.provider
+        self.view = TurnEventView(observer) if observer is not None else None
+        self.resumes_seen = 0
         self.stats = StatsCounter()
         self.machine = TurnMachine(
             run_id=job.run_id,
@@ -154,6 +160,7 @@ class _Driver:
             rng=runner.rng,
             deadline=job.deadline,
             provider_name=self.provider.name,
+            leased=job.leased,
         )
         self.writer: CheckpointWriter | None = None
         self.chars_at_start = 0
@@ -168,6 +175,7 @@ class _Driver:
         else:
             action = machine.start(Loaded(existing))
         while True:
+            self.report_resumes()
             match action:
                 case Load():
                     action = machine.send(await self.load())
@@ -197,6 +205,8 @@ class _Driver:
         stats = self.stats.frozen()
         match action:
             case Complete():
+                if self.view is not None:
+                    self.view.completed(action.message)
                 return TurnCompleted(
                     message=action.message,
                     stop_reason=action.stop_reason,
@@ -227,6 +237,14 @@ class _Driver:
                     detail=detail, retry_count=machine.retry_count, checkpoint_stats=stats
                 )
         raise AssertionError(f"not a terminal action: {action!r}")
+
+    def report_resumes(self) -> None:
+        view, resumes = self.view, self.machine.resumes
+        if view is None:
+            return
+        while self.resumes_seen < len(resumes):
+            view.resumed(resumes[self.resumes_seen], retry_count=self.machine.retry_count)
+            self.resumes_seen += 1
 
     def require_writer(self) -> CheckpointWriter:
         assert self.writer is not None, "the machine flushes only after opening the writer"
@@ -284,7 +302,7 @@ class _Driver:
             WriterContext(
                 store=self.r.store,
                 run_id=self.job.run_id,
-                epoch=self.job.epoch,
+                epoch=machine.epoch,
                 writer_id=self.r.writer_id,
                 snapshot=machine.snapshot,
                 progress=lambda: machine.acc.content_chars,
@@ -314,6 +332,7 @@ class _Driver:
         except ProviderError as exc:
             return exc
         iterator: AsyncIterator[StreamEvent] = aiter(stream)
+        view = self.view
         by_deadline = False
         try:
             async with asyncio.timeout(None) as watchdog:
@@ -332,6 +351,8 @@ class _Driver:
                     except StopAsyncIteration:
                         break
                     pending = writer.offer(acc.apply(event))
+                    if view is not None:
+                        view.applied(event, acc)
                     if pending is not None:
                         await pending
                     if writer.fenced:

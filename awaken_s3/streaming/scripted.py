@@ -12,6 +12,13 @@ fault steps:
 * :class:`Hook` runs a callable when reached (tests advance fake clocks with it).
 
 A script that ends without a fault just ends, like a clean stream.
+
+A continuation request (a resume, in either form: the prefix as a trailing assistant message,
+or followed by the "continue" user message) is answered the way a model answers it: when the
+script's text begins with the prefix, the script is the whole turn and only what follows the
+prefix is sent (every other event as scripted), so a test that is killed and run again with
+the same script gets its whole text once. A script whose text does not begin with the prefix
+is played as it is: it is the continuation itself.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from awaken_s3.streaming.continuation import continued_prefix
 from awaken_s3.streaming.errors import ConnectionDropped, ProviderError
 from awaken_s3.streaming.events import (
     StopEvent,
@@ -92,7 +100,8 @@ class ScriptedProvider:
             raise ScriptsExhausted(f"no script left for call {len(self.requests) + 1}")
         script = self.scripts[len(self.requests)]
         self.requests.append(request)
-        return self._replay(script)
+        prefix = continued_prefix(request.messages)
+        return self._replay(after_prefix(script, prefix.text if prefix is not None else ""))
 
     async def _replay(self, script: Sequence[ScriptStep]) -> AsyncIterator[StreamEvent]:
         loop = asyncio.get_running_loop()
@@ -118,6 +127,26 @@ class ScriptedProvider:
             sent += 1
             self.events_sent += 1
             yield step
+
+
+def after_prefix(script: Sequence[ScriptStep], prefix: str) -> Sequence[ScriptStep]:
+    """``script`` without the text ``prefix`` already holds, when its text begins with it."""
+    if not prefix:
+        return script
+    text = "".join(step.text for step in script if isinstance(step, TextDelta))
+    if not text.startswith(prefix):
+        return script
+    skip = len(prefix)
+    kept: list[ScriptStep] = []
+    for step in script:
+        if isinstance(step, TextDelta) and skip:
+            if len(step.text) <= skip:
+                skip -= len(step.text)
+                continue
+            step = TextDelta(step.text[skip:])
+            skip = 0
+        kept.append(step)
+    return kept
 
 
 # -- script builders ------------------------------------------------------------

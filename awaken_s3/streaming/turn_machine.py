@@ -37,6 +37,10 @@ Decisions kept here, all from the partial turn as a later process would see it:
 * A stream that stops for tool use without one complete call is an interruption.
 * Carried reasoning means thinking is on, and the APIs refuse a prefill then: such a prefix
   always goes out in the continue-message form.
+* Without a lease (``leased=False``: a caller with no run record) the epoch is taken one above
+  the loaded checkpoint's, so the store's conditional writes alone fence the writer before.
+* Every plan taken, from a checkpoint or in process, is appended to :attr:`resumes` for the
+  driver to report (a live view shows the recovered text before the turn streams on).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from awaken_s3.streaming.provider import ModelRequest
 from awaken_s3.streaming.reasoning import carries_reasoning
 from awaken_s3.streaming.recovery import (
     PlanKind,
+    RecoveryPlan,
     has_reusable_text,
     plan_recovery,
     synthesized_turn,
@@ -215,6 +220,17 @@ Action = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """A plan the turn took: from a checkpoint an earlier attempt left, or in process after
+    an interruption (what a live view shows before the turn streams on)."""
+
+    plan: RecoveryPlan
+    #: True: planned from a checkpoint found at the start (another process's, or this
+    #: one's before a restart); False: after an interruption within this call
+    from_checkpoint: bool
+
+
 @dataclass
 class TurnMachine:
     run_id: str
@@ -231,6 +247,9 @@ class TurnMachine:
     #: a monotonic instant by which the turn must suspend
     deadline: float | None = None
     provider_name: str = "provider"
+    #: False: no run lease stands behind ``epoch``; the turn takes the epoch above the
+    #: checkpoint it finds, so each resume fences every writer before it by the store alone
+    leased: bool = True
 
     phase: Phase = field(default=Phase.LOADING, init=False)
     acc: StreamAccumulator = field(init=False)
@@ -242,6 +261,8 @@ class TurnMachine:
     #: the plan of the latest resume, from a checkpoint or in process (for live views)
     last_plan: PlanKind | None = field(default=None, init=False)
     dropped: list[DroppedToolCall] = field(default_factory=list, init=False)
+    #: every plan taken so far, in order (the driver reports each one as it comes)
+    resumes: list[Resume] = field(default_factory=list, init=False)
     #: the version of the checkpoint loaded (the outcome's version until a writer exists)
     loaded_version: str | None = field(default=None, init=False)
     prefill_fallback_used: bool = field(default=False, init=False)
@@ -319,6 +340,8 @@ class TurnMachine:
     def _on_loaded(self, event: Loaded) -> Action:
         self._loaded = event
         stored = event.stored
+        if not self.leased and stored is not None:
+            self.epoch = max(self.epoch, stored.checkpoint.epoch + 1)
         if stored is not None and stored.checkpoint.epoch > self.epoch:
             self.phase = Phase.CONFIRMING
             return ConfirmOwner()
@@ -365,6 +388,7 @@ class TurnMachine:
             else:
                 plan = plan_recovery(saved)
                 self.plan_kind = self.last_plan = plan.kind
+                self.resumes.append(Resume(plan, from_checkpoint=True))
                 self.dropped.extend(plan.dropped)
                 self.retry_count = saved.retry_count
                 self.last_error = saved.last_error
@@ -463,6 +487,7 @@ class TurnMachine:
         # Plan the partial exactly as a later process would plan its checkpoint.
         plan = plan_recovery(self.snapshot())
         self.last_plan = plan.kind
+        self.resumes.append(Resume(plan, from_checkpoint=False))
         if plan.kind == "R2":
             self.phase = Phase.SYNTHESIZING
             return Flush(write=True, force=True)

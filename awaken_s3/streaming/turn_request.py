@@ -59,6 +59,11 @@ class TurnRequest:
     confirm_owner: OwnerCheck | None = None
     #: the provider this turn streams from (an agent's own); None: the runner's
     provider: Provider | None = None
+    #: False: no run lease stands behind ``epoch`` (a caller without a run record). The turn
+    #: then writes under the epoch above the checkpoint it finds, so a resumed writer fences
+    #: the one before it by the store alone (its conditional put, the writer id in the body);
+    #: with True, a checkpoint from a newer epoch is a newer owner's (see ``confirm_owner``).
+    leased: bool = True
 
     def __post_init__(self) -> None:
         validate_run_id(self.run_id)

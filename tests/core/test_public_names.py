@@ -36,6 +36,26 @@ def test_design_names_are_exported() -> None:
         assert getattr(awaken_s3, name) is not None
 
 
+def test_the_library_face_for_ones_own_loop_is_exported() -> None:
+    from awaken_s3 import (  # noqa: F401
+        ReasoningChunk,
+        ResumableTurn,
+        TextChunk,
+        ToolCallChunk,
+        ToolCallReady,
+        ToolCallStarted,
+        TurnEvent,
+        TurnFenced,
+        TurnNotCompleted,
+        TurnRequest,
+        TurnResumed,
+        open_turn,
+    )
+
+    assert open_turn.__module__ == "awaken_s3.streaming.resumable"
+    assert TurnRequest.__module__ == "awaken_s3.streaming.turn_request"
+
+
 def test_importing_the_package_does_not_load_aioboto3() -> None:
     code = "import sys, awaken_s3; print('aioboto3' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -30,6 +30,7 @@ from awaken_s3.streaming.outcome import TurnCompleted
 from awaken_s3.streaming.provider import ModelRequest, ProviderCapabilities
 from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.runner import TurnRunner
+from awaken_s3.streaming.turn_events import TextChunk, TurnEvent, TurnResumed
 from awaken_s3.streaming.turn_request import TurnRequest
 from tests.fixtures.clock import FakeClock
 
@@ -119,14 +120,34 @@ def runner_for(model: CuttingModel, store: CountingStore) -> TurnRunner:
     )
 
 
+class View:
+    """A user interface fed the turn's events, following only the documented rule: show
+    ``TurnResumed.text``, extend it with each ``TextChunk`` whose offset is the length shown."""
+
+    def __init__(self) -> None:
+        self.shown = ""
+
+    def __call__(self, event: TurnEvent) -> None:
+        if isinstance(event, TurnResumed):
+            if not event.from_checkpoint:
+                # Within one process a resume never takes shown text back.
+                assert event.text.startswith(self.shown), (event.text, self.shown)
+            self.shown = event.text
+        elif isinstance(event, TextChunk):
+            assert event.offset == len(self.shown), (event, self.shown)
+            self.shown += event.text
+
+
 async def drive(model: CuttingModel) -> TurnCompleted:
     store = CountingStore()
     request = ModelRequest(model="m", messages=HISTORY)
     for epoch in range(1, 40):
         runner = runner_for(model, store)
+        view = View()  # a new process: its view starts empty
         try:
             outcome = await runner.run_turn(
-                TurnRequest(RUN_ID, THREAD_ID, turn=0, epoch=epoch, request=request)
+                TurnRequest(RUN_ID, THREAD_ID, turn=0, epoch=epoch, request=request),
+                observer=view,
             )
         except Killed:
             continue  # the process died; a new one resumes from the checkpoint
@@ -134,6 +155,8 @@ async def drive(model: CuttingModel) -> TurnCompleted:
         # Every checkpoint ever written held a beginning of the whole text.
         for checkpoint in store.history:
             assert model.whole.startswith(checkpoint.partial_text), checkpoint.partial_text
+        # What the last process's view showed is the committed text.
+        assert view.shown == outcome.message.text
         return outcome
     raise AssertionError("the turn never completed")
 

@@ -1,0 +1,385 @@
+"""Pydantic AI: a wrapper model whose requests survive the death of their process.
+
+::
+
+    from pydantic_ai import Agent
+    from awaken_s3 import FsStreamCheckpointStore
+    from awaken_s3.integrations.pydantic_ai import ResumableModel
+
+    model = ResumableModel("anthropic:claude-sonnet-4-5", store=FsStreamCheckpointStore("ckpt"),
+                           key="job-7")
+    agent = Agent(model, tools=[...])
+    agent.run_sync("...")   # killed mid-answer? run it again: it resumes mid-turn
+
+Built on Pydantic AI's ``WrapperModel``. Streaming requests (``run_stream``, ``iter``, event
+stream handlers) and plain ones (``run``) both go out as a stream of the wrapped model, so
+both are checkpointed; the agent receives the whole turn (on a resume the saved text first,
+or the complete tool calls of an R2 plan without a model call). Needs the extra
+``awaken-s3[pydantic-ai]``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from awaken_s3.integrations._turns import (
+    Blocks,
+    Calls,
+    Finished,
+    ResumeOptions,
+    Text,
+    map_framework_error,
+    resumable_ops,
+)
+from awaken_s3.messages import (
+    AnyBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from awaken_s3.stores.base import StreamCheckpointStore
+from awaken_s3.streaming.coalescer import CheckpointPolicy
+from awaken_s3.streaming.errors import ConnectionDropped
+from awaken_s3.streaming.events import (
+    ReasoningDelta,
+    ReasoningEnd,
+    StopEvent,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageEvent,
+)
+from awaken_s3.streaming.provider import ModelRequest, ProviderCapabilities, ToolSpec
+from awaken_s3.streaming.retry import RetryPolicy
+
+try:
+    from pydantic_ai import messages as pai
+    from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+    from pydantic_ai.models.wrapper import WrapperModel
+    from pydantic_ai.settings import ModelSettings
+    from pydantic_ai.usage import RequestUsage
+except ImportError as exc:  # pragma: no cover - exercised by the install without the extra
+    raise ImportError(
+        "awaken_s3.integrations.pydantic_ai needs Pydantic AI: pip install 'awaken-s3[pydantic-ai]'"
+    ) from exc
+
+__all__ = ["ResumableModel"]
+
+_FINISH_REASONS: dict[str, pai.FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_call",
+    "max_tokens": "length",
+    "refusal": "content_filter",
+}
+_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_call": "tool_use"}
+
+
+class ResumableModel(WrapperModel):
+    """Any Pydantic AI model (or model name), its requests checkpointed in ``store`` under
+    ``key``: the key names the agent run; run the same run again after a crash with the same
+    key and the request that was cut resumes. ``prefill=True`` sends a resumed prefix as a
+    trailing assistant message (only for models that continue one); the default asks the
+    model, in a short user message, to continue it."""
+
+    def __init__(
+        self,
+        model: Model | str,
+        *,
+        store: StreamCheckpointStore,
+        key: str,
+        prefill: bool = False,
+        retry_policy: RetryPolicy | None = None,
+        checkpoint_policy: CheckpointPolicy | None = None,
+    ) -> None:
+        super().__init__(model)
+        self.resume = ResumeOptions(store, key, prefill, retry_policy, checkpoint_policy)
+
+    async def request(
+        self,
+        messages: list[pai.ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> pai.ModelResponse:
+        async with self.request_stream(messages, model_settings, model_request_parameters) as s:
+            async for _ in s:
+                pass
+            return s.get()
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[pai.ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: Any = None,
+    ) -> AsyncGenerator[StreamedResponse]:
+        bridge = _Bridge(self, messages, model_settings, model_request_parameters, run_context)
+        yield _ResumableResponse(
+            model_request_parameters=model_request_parameters,
+            bridge=bridge,
+            _model_name=self.wrapped.model_name,
+            _provider_name=self.wrapped.system,
+            _provider_url=self.wrapped.base_url,
+        )
+
+
+@dataclass
+class _ResumableResponse(StreamedResponse):
+    """The whole turn as the agent receives it, fed from the resumable turn."""
+
+    bridge: _Bridge = field(kw_only=True)
+    _model_name: str = field(kw_only=True)
+    _provider_name: str | None = field(kw_only=True)
+    _provider_url: str | None = field(kw_only=True)
+    _timestamp: datetime = field(default_factory=lambda: datetime.now(UTC), kw_only=True)
+
+    async def _get_event_iterator(self) -> AsyncIterator[pai.ModelResponseStreamEvent]:
+        parts = self._parts_manager
+        async for op in resumable_ops(self.bridge.owner.resume, self.bridge, self.bridge.request):
+            if isinstance(op, Text):
+                for event in parts.handle_text_delta(vendor_part_id="text", content=op.text):
+                    yield event
+            elif isinstance(op, Blocks):
+                for i, block in enumerate(op.blocks):
+                    if isinstance(block, ThinkingBlock):
+                        part = pai.ThinkingPart(
+                            content=block.thinking,
+                            signature=block.signature or None,
+                            provider_name=self._provider_name if block.signature else None,
+                        )
+                        yield parts.handle_part(vendor_part_id=f"thinking-{i}", part=part)
+            elif isinstance(op, Calls):
+                for call in op.calls:
+                    yield parts.handle_tool_call_part(
+                        vendor_part_id=call.id,
+                        tool_name=call.name,
+                        args=dict(call.input),
+                        tool_call_id=call.id,
+                    )
+            elif isinstance(op, Finished):
+                outcome = op.outcome
+                self.finish_reason = _FINISH_REASONS.get(outcome.stop_reason)
+                usage = outcome.usage
+                self._usage = RequestUsage(
+                    input_tokens=usage.input_tokens
+                    + usage.cache_read_tokens
+                    + usage.cache_write_tokens,
+                    output_tokens=usage.output_tokens,
+                    cache_read_tokens=usage.cache_read_tokens,
+                    cache_write_tokens=usage.cache_write_tokens,
+                )
+
+    async def close_stream(self) -> None:
+        # Every stream of the wrapped model is closed by the turn that opened it.
+        return None
+
+    @property
+    def model_name(self) -> str:
+        return self._model_name
+
+    @property
+    def provider_name(self) -> str | None:
+        return self._provider_name
+
+    @property
+    def provider_url(self) -> str | None:
+        return self._provider_url
+
+    @property
+    def timestamp(self) -> datetime:
+        return self._timestamp
+
+
+class _Bridge:
+    """The wrapped model as a provider of the turn runner: the agent's own messages, plus the
+    continuation the runner asks for, as Pydantic AI messages."""
+
+    def __init__(
+        self,
+        owner: ResumableModel,
+        messages: list[pai.ModelMessage],
+        settings: ModelSettings | None,
+        parameters: ModelRequestParameters,
+        run_context: Any,
+    ) -> None:
+        self.owner = owner
+        self.messages = messages
+        self.settings = settings
+        self.parameters = parameters
+        self.run_context = run_context
+        self.name = f"pydantic-ai:{owner.wrapped.system}"
+        system, base = to_messages(messages)
+        self.base = tuple(base)
+        self.request = ModelRequest(
+            model=owner.wrapped.model_name,
+            messages=self.base,
+            system=system,
+            tools=tuple(
+                ToolSpec(t.name, t.description or "", t.parameters_json_schema)
+                for t in parameters.function_tools
+            ),
+        )
+
+    def capabilities(self, model: str) -> ProviderCapabilities:
+        return ProviderCapabilities(assistant_prefill=self.owner.resume.prefill)
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        continuation = [from_message(m) for m in request.messages[len(self.base) :]]
+        return self._events([*self.messages, *continuation])
+
+    async def _events(self, messages: list[pai.ModelMessage]) -> AsyncIterator[StreamEvent]:
+        translator = _FromPydanticAI()
+        try:
+            async with self.owner.wrapped.request_stream(
+                messages, self.settings, self.parameters, self.run_context
+            ) as response:
+                async for event in response:
+                    for out in translator.feed(event):
+                        yield out
+                finished = response.get()
+        except Exception as exc:
+            mapped = map_framework_error(exc, provider=self.name)
+            if mapped is None:
+                raise
+            raise mapped from exc
+        if finished.state != "complete":
+            raise ConnectionDropped("the model's stream did not complete", provider=self.name)
+        usage = finished.usage
+        cache = usage.cache_read_tokens + usage.cache_write_tokens
+        yield UsageEvent(
+            max(0, usage.input_tokens - cache),
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+        )
+        reason = _STOP_REASONS.get(finished.finish_reason or "")
+        if reason is None:
+            reason = "tool_use" if translator.tools else "end_turn"
+        yield StopEvent(reason)
+
+
+class _FromPydanticAI:
+    """Pydantic AI part events as stream events; tool calls and reasoning numbered 0-based
+    in the order they start."""
+
+    def __init__(self) -> None:
+        self.tools: dict[int, int] = {}
+        self.reasoning: dict[int, int] = {}
+
+    def feed(self, event: object) -> list[StreamEvent]:
+        if isinstance(event, pai.PartStartEvent):
+            return self._start(event.index, event.part)
+        if isinstance(event, pai.PartDeltaEvent):
+            delta = event.delta
+            if isinstance(delta, pai.TextPartDelta):
+                return [TextDelta(delta.content_delta)] if delta.content_delta else []
+            if isinstance(delta, pai.ThinkingPartDelta) and event.index in self.reasoning:
+                return [
+                    ReasoningDelta(
+                        self.reasoning[event.index],
+                        text=delta.content_delta or "",
+                        signature=delta.signature_delta or "",
+                    )
+                ]
+            if isinstance(delta, pai.ToolCallPartDelta) and event.index in self.tools:
+                return _arguments(self.tools[event.index], delta.args_delta)
+            return []
+        if isinstance(event, pai.PartEndEvent):
+            if event.index in self.tools:
+                return [ToolCallEnd(self.tools[event.index])]
+            if event.index in self.reasoning:
+                return [ReasoningEnd(self.reasoning[event.index])]
+        return []
+
+    def _start(self, index: int, part: object) -> list[StreamEvent]:
+        if isinstance(part, pai.TextPart):
+            return [TextDelta(part.content)] if part.content else []
+        if isinstance(part, pai.ThinkingPart):
+            n = self.reasoning[index] = len(self.reasoning)
+            return [ReasoningDelta(n, text=part.content, signature=part.signature or "")]
+        if isinstance(part, pai.ToolCallPart):
+            n = self.tools[index] = len(self.tools)
+            return [ToolCallStart(n, part.tool_call_id, part.tool_name), *_arguments(n, part.args)]
+        return []
+
+
+def _arguments(index: int, args: str | dict[str, Any] | None) -> list[StreamEvent]:
+    if not args:
+        return []
+    return [ToolCallDelta(index, args if isinstance(args, str) else json.dumps(args))]
+
+
+def to_messages(messages: list[pai.ModelMessage]) -> tuple[str | None, list[Message]]:
+    """The system prompt and the provider-neutral messages of a Pydantic AI history (its
+    text, tool calls and returns, retries and reasoning; timestamps and run ids left out, so
+    the same conversation gives the same messages on every run)."""
+    system: list[str] = []
+    out: list[Message] = []
+    for message in messages:
+        blocks: list[AnyBlock] = []
+        if isinstance(message, pai.ModelRequest):
+            if message.instructions:
+                system.append(message.instructions)
+            for part in message.parts:
+                if isinstance(part, pai.SystemPromptPart):
+                    system.append(part.content)
+                elif isinstance(part, pai.UserPromptPart):
+                    content = part.content
+                    text = (
+                        content
+                        if isinstance(content, str)
+                        else json.dumps([c for c in content if isinstance(c, str)])
+                    )
+                    blocks.append(TextBlock(text=text))
+                elif isinstance(part, pai.ToolReturnPart):
+                    blocks.append(
+                        ToolResultBlock(
+                            tool_use_id=part.tool_call_id, content=part.model_response_str()
+                        )
+                    )
+                elif isinstance(part, pai.RetryPromptPart):
+                    blocks.append(TextBlock(text=part.model_response()))
+            out.append(Message(role="user", content=tuple(blocks)))
+        else:
+            for response_part in message.parts:
+                if isinstance(response_part, pai.TextPart):
+                    blocks.append(TextBlock(text=response_part.content))
+                elif isinstance(response_part, pai.ToolCallPart):
+                    blocks.append(
+                        ToolUseBlock(
+                            id=response_part.tool_call_id,
+                            name=response_part.tool_name,
+                            input=response_part.args_as_dict(),
+                        )
+                    )
+                elif isinstance(response_part, pai.ThinkingPart):
+                    blocks.append(
+                        ThinkingBlock(
+                            thinking=response_part.content, signature=response_part.signature or ""
+                        )
+                    )
+            out.append(Message(role="assistant", content=tuple(blocks)))
+    return ("\n\n".join(system) or None), out
+
+
+def from_message(message: Message) -> pai.ModelMessage:
+    """A continuation message (the assistant prefix, the "continue" request) for Pydantic AI."""
+    if message.role == "user":
+        return pai.ModelRequest(parts=[pai.UserPromptPart(content=message.text)])
+    parts: list[pai.ModelResponsePart] = []
+    for block in message.content:
+        if isinstance(block, ThinkingBlock) and block.signed:
+            parts.append(pai.ThinkingPart(content=block.thinking, signature=block.signature))
+        elif isinstance(block, TextBlock):
+            parts.append(pai.TextPart(content=block.text))
+    return pai.ModelResponse(parts=parts)
