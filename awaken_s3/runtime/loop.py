@@ -110,7 +110,8 @@ class RunResult:
     detail: str = ""
     #: for BUSY: seconds until the holder's lease expires (a dead holder's run is free then)
     retry_after: float | None = None
-    #: a checkpoint of an ended run could not be deleted: a later delivery should retry
+    #: a checkpoint of an ended run could not be deleted: stale, never replayed, and left to
+    #: the sweeper (which deletes checkpoints that outlived their runs)
     checkpoint_left: bool = False
     #: seconds from the last renewal of a holder that died without releasing the run to this
     #: invocation's claim (None when the previous holder released it)
@@ -609,8 +610,8 @@ class _Drive:
             # whatever is there is stale; delete it at the version read.
             deleted = not await _clean_leftover(self.loop.checkpoints, self.run_id)
         if final:
-            # A newer build's checkpoint this build left alone is stale now: the record is
-            # kept so that its next delivery, finding the run ended, deletes it.
+            # A newer build's checkpoint this build left alone is stale now: reported as left,
+            # for the sweeper (or a redelivery, finding the run ended) to delete.
             self.checkpoint_left = not deleted or turn.checkpoint_stats.newer_schema > 0
         if ending.final_status == RunStatus.FAILED:
             return self.result(RunEnd.FAILED, committed, error=ending.error)
@@ -667,8 +668,8 @@ class _Drive:
 
     async def tidy_after_end(self) -> None:
         """The run ended without a final commit (failed, cancelled): a partial turn saved
-        before is of no use to anyone now. Deleted at the version read; when that fails the
-        record is kept, and the sweeper deletes whatever is still there after its grace."""
+        before is of no use to anyone now. Deleted at the version read; when that fails, the
+        sweeper deletes whatever is still there after its grace."""
         self.checkpoint_left = await _clean_leftover(self.loop.checkpoints, self.run_id)
 
     @property

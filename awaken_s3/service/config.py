@@ -7,11 +7,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from awaken_s3.settings import SettingsError
+from awaken_s3.settings import (
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_VISIBILITY_MARGIN,
+    SettingsError,
+    positive_seconds,
+)
 
 DEFAULT_DEADLINE_MARGIN = 10.0
-DEFAULT_LEASE_SECONDS = 60.0
-DEFAULT_VISIBILITY_MARGIN = 10.0
 DEFAULT_MAX_IDLE_SUSPENSIONS = 5
 DEFAULT_MAX_INTERRUPTIONS = 5
 DEFAULT_MAX_RESCUES = 5
@@ -27,19 +30,6 @@ def _count(env: Mapping[str, str], name: str, default: int) -> int:
         raise SettingsError(f"{name} must be a whole number, got {raw!r}") from exc
     if value < 1:
         raise SettingsError(f"{name} must be at least 1, got {raw!r}")
-    return value
-
-
-def _positive(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise SettingsError(f"{name} must be a number of seconds, got {raw!r}") from exc
-    if value <= 0:
-        raise SettingsError(f"{name} must be positive, got {raw!r}")
     return value
 
 
@@ -67,11 +57,11 @@ class WorkerSettings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerSettings:
         env = os.environ if env is None else env
         return cls(
-            deadline_margin=_positive(
+            deadline_margin=positive_seconds(
                 env, "AWAKEN_DEADLINE_MARGIN_SECONDS", DEFAULT_DEADLINE_MARGIN
             ),
-            lease_seconds=_positive(env, "AWAKEN_LEASE_SECONDS", DEFAULT_LEASE_SECONDS),
-            visibility_margin=_positive(
+            lease_seconds=positive_seconds(env, "AWAKEN_LEASE_SECONDS", DEFAULT_LEASE_SECONDS),
+            visibility_margin=positive_seconds(
                 env, "AWAKEN_VISIBILITY_MARGIN_SECONDS", DEFAULT_VISIBILITY_MARGIN
             ),
             max_idle_suspensions=_count(
