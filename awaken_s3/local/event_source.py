@@ -230,6 +230,14 @@ class SqsEventSource:
             container = self._containers.get(pid)
         return container.kill() if container is not None else False
 
+    def freeze(self, pid: int, frozen: bool = True) -> bool:
+        """SIGSTOP the container ``pid`` (``frozen=False``: SIGCONT it); False if it is not one
+        of this source's running containers. A frozen container's invocation still ends at
+        its deadline (the container is then killed, outcome "timeout")."""
+        with self._lock:
+            container = self._containers.get(pid)
+        return container.freeze(frozen) if container is not None else False
+
     def kill_busy(self, predicate: Callable[[BusyWorker], bool] | None = None) -> list[int]:
         """SIGKILL every busy container whose worker matches ``predicate`` (all if None);
         returns the pids killed."""
