@@ -106,7 +106,7 @@ class Stack:
 
     def leftovers(self) -> list[dict[str, Any]]:
         s3 = boto3.client("s3", endpoint_url=self.sqs.endpoint_url)
-        listed = s3.list_objects_v2(Bucket=self.bucket, Prefix="checkpoints/")
+        listed: dict[str, Any] = dict(s3.list_objects_v2(Bucket=self.bucket, Prefix="checkpoints/"))
         return list(listed.get("Contents", []))
 
     def committed_text(self, run_id: str) -> str:
