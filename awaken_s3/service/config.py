@@ -76,11 +76,21 @@ class SweeperSettings:
     #: fruitless rescues (a worker took the run and committed nothing) after which the
     #: sweeper fails the run (``abandoned``); the grace comes from StorageSettings
     max_rescues: int = DEFAULT_MAX_RESCUES
-    #: runs examined per invocation (the next invocation picks up the rest)
+    #: runs examined per pass (the next pass picks up the rest)
     batch: int = 100
     #: quiet checkpoints read per invocation to find those that outlived their runs (a
     #: random draw each time: none waits for good behind runs merely waiting in a queue)
     leftover_batch: int = 500
+    #: rescue passes per invocation, ``pass_every`` seconds apart: a schedule cannot fire
+    #: more often than once a minute, and what the queue lost waits for the next pass, so
+    #: the deployed sweeper (template.yaml: 4 passes 15 s apart) looks every 15 s
+    passes: int = 1
+    pass_every: float = 15.0
+
+    @property
+    def period(self) -> float:
+        """The longest wait between two passes when invoked every minute."""
+        return max(self.pass_every, 60.0 - (self.passes - 1) * self.pass_every)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SweeperSettings:
@@ -89,6 +99,8 @@ class SweeperSettings:
             max_rescues=_count(env, "AWAKEN_SWEEP_MAX_RESCUES", DEFAULT_MAX_RESCUES),
             batch=_count(env, "AWAKEN_SWEEP_BATCH", 100),
             leftover_batch=_count(env, "AWAKEN_SWEEP_LEFTOVER_BATCH", 500),
+            passes=_count(env, "AWAKEN_SWEEP_PASSES", 1),
+            pass_every=positive_seconds(env, "AWAKEN_SWEEP_PASS_EVERY_SECONDS", 15.0),
         )
 
 
