@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from aws_lambda_powertools import Logger, Metrics
@@ -83,6 +84,8 @@ def _count(name: str, value: int) -> None:
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 
 
+#: how the invocation waits between passes (one name, so a test can make the wait an event)
+sleep: Callable[[float], None] = time.sleep
 #: seconds a pass needs at most before the function's timeout (its reads, sends and writes)
 PASS_RESERVE = 10.0
 #: the summary's counts, summed over the passes
@@ -102,7 +105,7 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             wait = max(0.0, started + number * settings.pass_every - time.monotonic())
             if context.get_remaining_time_in_millis() / 1000 - wait < PASS_RESERVE:
                 break
-            time.sleep(wait)
+            sleep(wait)
         report = warm_runtime().run(run_sweep(storage, settings))
         passes += 1
         _count("RunsRescued", report.rescued)

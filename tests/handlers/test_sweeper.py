@@ -177,7 +177,7 @@ def test_one_invocation_makes_several_passes_and_stops_when_time_runs_short(
         waits.append(seconds)
         aws.run(lambda services: lose_a_start(services, len(waits) + 1))
 
-    monkeypatch.setattr(sweeper_job.time, "sleep", between_passes)
+    monkeypatch.setattr(sweeper_job, "sleep", between_passes)
     aws.run(lambda services: lose_a_start(services, 1))
     summary = sweeper_handler.lambda_handler(SCHEDULED, FakeContext().lambda_context)
     # Each pass re-sends what is due (with a grace this short, r1 again as well).
