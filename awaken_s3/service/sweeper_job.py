@@ -86,8 +86,9 @@ def _count(name: str, value: int) -> None:
 
 #: how the invocation waits between passes (one name, so a test can make the wait an event)
 sleep: Callable[[float], None] = time.sleep
-#: seconds a pass needs at most before the function's timeout (its reads, sends and writes)
-PASS_RESERVE = 10.0
+#: the least time left before the function's timeout in which another pass is started; the
+#: reserve is twice the slowest pass so far, at least this
+MIN_PASS_RESERVE = 0.5
 #: the summary's counts, summed over the passes
 _SUMMED = ("examined", "rescued", "rescued_repeatedly", "abandoned", "skipped", "send_failures")
 
@@ -100,12 +101,15 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     summary: dict[str, Any] = dict.fromkeys(_SUMMED, 0)
     rescued_runs: list[str] = []
     passes = 0
+    slowest = 0.0
     for number in range(settings.passes):
         if number:
             wait = max(0.0, started + number * settings.pass_every - time.monotonic())
-            if context.get_remaining_time_in_millis() / 1000 - wait < PASS_RESERVE:
+            reserve = max(MIN_PASS_RESERVE, 2 * slowest)
+            if context.get_remaining_time_in_millis() / 1000 - wait < reserve:
                 break
             sleep(wait)
+        began = time.monotonic()
         report = warm_runtime().run(run_sweep(storage, settings))
         passes += 1
         _count("RunsRescued", report.rescued)
@@ -122,6 +126,7 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             deleted = sum(1 for cleaned in leftovers if cleaned.action == "deleted")
             _count("LeftoverCheckpointsDeleted", deleted)
             summary["leftovers_deleted"] = deleted
+        slowest = max(slowest, time.monotonic() - began)
     summary["passes"] = passes
     logger.info("sweep done", extra={**summary, "rescued_runs": rescued_runs[:20]})
     return summary

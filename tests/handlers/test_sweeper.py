@@ -191,6 +191,6 @@ def test_one_invocation_makes_several_passes_and_stops_when_time_runs_short(
     }
     # With less time left than a pass needs after the wait, it stops after the first pass.
     waits.clear()
-    short = FakeContext(remaining_ms=20_000).lambda_context
+    short = FakeContext(remaining_ms=15_000).lambda_context
     assert sweeper_handler.lambda_handler(SCHEDULED, short)["passes"] == 1
     assert waits == []
