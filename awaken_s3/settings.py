@@ -45,8 +45,11 @@ class SettingsError(ValueError):
     """A required setting is missing or malformed."""
 
 
-def positive_seconds(env: Mapping[str, str], name: str, default: float) -> float:
-    """``name`` from ``env`` as a positive number of seconds (``default`` when unset)."""
+def positive_seconds(
+    env: Mapping[str, str], name: str, default: float, *, zero: bool = False
+) -> float:
+    """``name`` from ``env`` as a positive number of seconds (``default`` when unset;
+    ``zero``: 0 is allowed too)."""
     raw = env.get(name)
     if not raw:
         return default
@@ -54,8 +57,9 @@ def positive_seconds(env: Mapping[str, str], name: str, default: float) -> float
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not value > 0:  # also NaN
-        raise SettingsError(f"{name} must be a positive number of seconds, got {raw!r}")
+    if not (value > 0 or (zero and value == 0)):  # also NaN
+        kind = "a number of seconds >= 0" if zero else "a positive number of seconds"
+        raise SettingsError(f"{name} must be {kind}, got {raw!r}")
     return value
 
 

@@ -156,6 +156,7 @@ class RunLoop:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         max_idle_suspensions: int = DEFAULT_MAX_IDLE_SUSPENSIONS,
+        turn_headroom: float = 0.0,
     ) -> None:
         if max_idle_suspensions < 1:
             raise ValueError("max_idle_suspensions must be >= 1")
@@ -172,6 +173,9 @@ class RunLoop:
         #: a run that suspends this many times in a row without committing anything or
         #: growing its checkpoint fails with ``no_progress`` instead of looping forever
         self.max_idle_suspensions = max_idle_suspensions
+        #: seconds before the deadline after which an invocation that already made progress
+        #: hands the run over instead of starting another model turn (0: only at the deadline)
+        self.turn_headroom = turn_headroom
 
     async def run(
         self, run_id: str, *, deadline: float | None = None, heartbeat: Heartbeat | None = None
@@ -353,8 +357,17 @@ class _Drive:
         with contextlib.suppress(StreamCheckpointError):
             await self.loop.checkpoints.delete(self.run_id, expected_version=stored.version)
 
-    def past_deadline(self) -> bool:
-        return self.deadline is not None and self.loop._monotonic() >= self.deadline
+    def past_deadline(self, headroom: float = 0.0) -> bool:
+        return self.deadline is not None and self.loop._monotonic() >= self.deadline - headroom
+
+    def hand_over_before_turn(self) -> bool:
+        """Too late to start a model turn: past the deadline, or (after some progress in this
+        invocation) within ``turn_headroom`` of it. A turn cut at the deadline is resumed by
+        a call that sends the thread again with the partial turn; handing over between steps
+        costs only the next invocation (benchmarks/invocation_slicing.py)."""
+        if self.past_deadline():
+            return True
+        return self.progressed and self.past_deadline(self.loop.turn_headroom)
 
     async def run(self) -> RunResult:
         history = await self.store.load_messages(self.run_state.thread_id)
@@ -392,7 +405,7 @@ class _Drive:
                     retryable=False,
                 )
                 return await self.finish(RunStatus.FAILED, error)
-            if self.past_deadline():
+            if self.hand_over_before_turn():
                 return await self.suspend()
 
             try:

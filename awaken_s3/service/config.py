@@ -15,6 +15,10 @@ from awaken_s3.settings import (
 )
 
 DEFAULT_DEADLINE_MARGIN = 10.0
+#: an invocation that made progress hands the run over instead of starting a model turn
+#: this close to its deadline: a third of the default slice (120 s - 10 s), chosen by
+#: measuring what cut turns cost (benchmarks/invocation_slicing.py, docs/DEPLOY.md)
+DEFAULT_TURN_HEADROOM = 40.0
 DEFAULT_MAX_IDLE_SUSPENSIONS = 5
 DEFAULT_MAX_INTERRUPTIONS = 5
 DEFAULT_MAX_RESCUES = 5
@@ -47,6 +51,9 @@ class WorkerSettings:
     #: interruptions (dropped streams, stalls, throttling, lost processes) one model turn
     #: survives before the run fails with ``retry_budget_exhausted``
     max_interruptions: int = DEFAULT_MAX_INTERRUPTIONS
+    #: seconds before the deadline after which no new model turn is started (once the
+    #: invocation made progress): a turn cut at the deadline is resent with its thread
+    turn_headroom: float = DEFAULT_TURN_HEADROOM
 
     @property
     def visibility_timeout(self) -> int:
@@ -68,6 +75,9 @@ class WorkerSettings:
                 env, "AWAKEN_MAX_IDLE_SUSPENSIONS", DEFAULT_MAX_IDLE_SUSPENSIONS
             ),
             max_interruptions=_count(env, "AWAKEN_MAX_INTERRUPTIONS", DEFAULT_MAX_INTERRUPTIONS),
+            turn_headroom=positive_seconds(
+                env, "AWAKEN_TURN_HEADROOM_SECONDS", DEFAULT_TURN_HEADROOM, zero=True
+            ),
         )
 
 

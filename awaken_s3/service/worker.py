@@ -214,6 +214,7 @@ class Invocation:
             lease_seconds=self.settings.lease_seconds,
             max_idle_suspensions=self.settings.max_idle_suspensions,
             monotonic=monotonic,
+            turn_headroom=self.settings.turn_headroom,
         )
 
         async def keep_hidden() -> None:

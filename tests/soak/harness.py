@@ -122,6 +122,7 @@ class SoakConfig:
     #: the template's 10 s, scaled, would leave 0.5 s for the final flush, the release and
     #: the continuation on a loaded 2-core machine: 1 s
     deadline_margin: float = 1.0
+    turn_headroom: float = 40.0 / SPEED
     #: the template's WorkerTimeouts mapping: the worker timeout + 30 s
     queue_visibility_over_timeout: float = 30.0 / SPEED
     #: the deployed sweeper: scheduled every minute, 4 passes 15 s apart
@@ -139,6 +140,7 @@ class SoakConfig:
             lease_seconds=60.0 / speed,
             visibility_margin=10.0 / speed,
             function_timeout=120.0 / speed,
+            turn_headroom=40.0 / speed,
             queue_visibility_over_timeout=30.0 / speed,
             sweep_every=60.0 / speed,
             sweep_pass_every=15.0 / speed,
@@ -274,6 +276,7 @@ class Soak:
             "AWAKEN_LEASE_SECONDS": str(self.config.lease_seconds),
             "AWAKEN_VISIBILITY_MARGIN_SECONDS": str(self.config.visibility_margin),
             "AWAKEN_DEADLINE_MARGIN_SECONDS": str(self.config.deadline_margin),
+            "AWAKEN_TURN_HEADROOM_SECONDS": str(self.config.turn_headroom),
             # A soak kills far more often than production: the budget must not end a run.
             "AWAKEN_MAX_INTERRUPTIONS": "1000",
             "AWAKEN_MAX_IDLE_SUSPENSIONS": "50",
