@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aioboto3
 import boto3
 import pytest
 
@@ -28,11 +27,11 @@ from awaken_s3.local.containers import FunctionConfig
 from awaken_s3.local.event_source import EventSourceThread, SqsEventSource
 from awaken_s3.service import sweeper_job
 from awaken_s3.service.wiring import warm_runtime
-from awaken_s3.threads import RunState, create_table
+from awaken_s3.threads import RunState
 from handlers import api
 from tests.fixtures.tcp_switch import TcpSwitch
 from tests.handlers.conftest import FakeContext, http_event, stored
-from tests.local.conftest import Sqs, eventually_sync
+from tests.local.conftest import Sqs, eventually_sync, provision
 
 pytestmark = pytest.mark.slow
 
@@ -104,6 +103,16 @@ class Stack:
         loaded: dict[str, Any] = json.loads(body["Body"].read())
         return loaded
 
+    def wait_for_half(self, run_id: str) -> None:
+        """Until the run's checkpoint holds the first half of the answer (where the test
+        worker's model waits for the release file)."""
+
+        def half() -> bool:
+            saved = self.checkpoint(run_id)
+            return saved is not None and len(saved["partial_text"]) >= len(ANSWER) // 2
+
+        eventually_sync(half, what=f"the first half of {run_id} checkpointed")
+
     def leftovers(self) -> list[dict[str, Any]]:
         s3 = boto3.client("s3", endpoint_url=self.sqs.endpoint_url)
         listed: dict[str, Any] = dict(s3.list_objects_v2(Bucket=self.bucket, Prefix="checkpoints/"))
@@ -151,15 +160,7 @@ def stack(sqs: Sqs, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator
         "RECOVERY_KILL_AT_CLAIM": str(tmp_path / "kill-at-claim"),
         "RECOVERY_CALLS": str(tmp_path / "calls.jsonl"),
     }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    boto3.client("s3", endpoint_url=sqs.endpoint_url).create_bucket(Bucket=bucket)
-
-    async def make_table() -> None:
-        async with aioboto3.Session().client("dynamodb", endpoint_url=sqs.endpoint_url) as db:
-            await create_table(db, table)
-
-    asyncio.run(make_table())
+    provision(sqs, monkeypatch, env)
     warm_runtime().reset()  # this process's API and sweeper handlers: clients for this stack
     yield Stack(sqs, bucket, table, queue_url, dlq_url, env, tmp_path)
     warm_runtime().reset()
@@ -182,14 +183,8 @@ def test_an_s3_outage_leaves_no_finished_run_in_the_dead_letter_queue(stack: Sta
         with EventSourceThread(workers):
             for run_id in runs:
                 stack.start_run(run_id)
-            eventually_sync(
-                lambda: all(
-                    (cp := stack.checkpoint(r)) is not None
-                    and len(cp["partial_text"]) >= len(ANSWER) // 2
-                    for r in runs
-                ),
-                what="every run's first half checkpointed",
-            )
+            for run_id in runs:
+                stack.wait_for_half(run_id)
             s3.down()
             stack.release.touch()
             eventually_sync(
@@ -262,13 +257,7 @@ def test_a_dead_lettered_run_is_rescued_by_the_sweeper_s_next_pass(
     workers = stack.source()
     with EventSourceThread(workers):
         stack.start_run("run-1")
-        eventually_sync(
-            lambda: (
-                (cp := stack.checkpoint("run-1")) is not None
-                and len(cp["partial_text"]) >= len(ANSWER) // 2
-            ),
-            what="the first half checkpointed",
-        )
+        stack.wait_for_half("run-1")
         [holder] = workers.busy()
         killed_at = time.time()
         assert workers.kill(holder.pid)
@@ -305,13 +294,7 @@ def test_a_holder_frozen_past_its_lease_stops_and_the_run_is_claimed_afresh(
     workers = stack.source()  # one slot: nobody else can take the record while it is frozen
     with EventSourceThread(workers):
         stack.start_run("run-1")
-        eventually_sync(
-            lambda: (
-                (cp := stack.checkpoint("run-1")) is not None
-                and len(cp["partial_text"]) >= len(ANSWER) // 2
-            ),
-            what="the first half checkpointed",
-        )
+        stack.wait_for_half("run-1")
         [holder] = workers.busy()
         assert workers.freeze(holder.pid)
         held = stack.run("run-1")
