@@ -40,6 +40,12 @@ def main() -> int:
     parser.add_argument("--fifo", action="store_true", help="a FIFO queue (default: standard)")
     parser.add_argument("--concurrency", type=int, default=SoakConfig.concurrency)
     parser.add_argument("--kill-p", type=float, default=SoakConfig.kill_p)
+    parser.add_argument(
+        "--init-kill-weight",
+        type=float,
+        default=SoakConfig.init_kill_weight,
+        help="weight of deaths during init (0: none, as in the suite's soak)",
+    )
     parser.add_argument("--speed", type=float, default=SPEED, help="x the template's timings")
     parser.add_argument("--time-limit", type=float, default=1800.0)
     parser.add_argument(
@@ -54,6 +60,7 @@ def main() -> int:
         fifo=args.fifo,
         concurrency=args.concurrency,
         kill_p=args.kill_p,
+        init_kill_weight=args.init_kill_weight,
         time_limit=args.time_limit,
     ).at_speed(args.speed)
     print(f"python {platform.python_version()} on {platform.machine()}, {base}", flush=True)

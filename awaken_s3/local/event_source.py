@@ -99,8 +99,8 @@ class SqsEventSource:
             raise ValueError(f"batch_size must be 1..{MAX_BATCH_SIZE}")
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
-        if not 0 <= provisioned <= max_concurrency:
-            raise ValueError("provisioned must be 0..max_concurrency")
+        if provisioned < 0:
+            raise ValueError("provisioned must be at least 0")
         if not 0 <= wait_time <= 20:
             raise ValueError("wait_time must be 0..20 seconds")
         self.queue_url = queue_url
@@ -118,8 +118,9 @@ class SqsEventSource:
         self.log_dir = log_dir
         self.stop_grace = stop_grace
         #: containers kept initialized ahead of invocations (Lambda's provisioned
-        #: concurrency): a dead one is replaced in the background, so an invocation after a
-        #: crash does not wait for a new container's init
+        #: concurrency; more than ``max_concurrency`` keeps spares, as the warm environments
+        #: of an earlier burst): a dead one is replaced in the background, so an invocation
+        #: after a crash does not wait for a new container's init
         self.provisioned = provisioned
         #: set by start(): the queue's ARN, whether it is FIFO, the function's ARN
         self.queue_arn = ""

@@ -102,10 +102,17 @@ SPEED = 20.0
 class SoakConfig:
     runs: int = 16
     seed: int = 1
-    #: the template's WorkerMaxConcurrency: records do not queue behind a full house
+    #: the template's WorkerMaxConcurrency
     concurrency: int = 10
+    #: initialized containers beyond it (the warm environments Lambda keeps from earlier
+    #: invocations), so the soak's frequent kills rarely leave a delivery to a cold start
+    spare_containers: int = 4
     #: base probability of a kill at each point inside a worker (see worker_app.WEIGHTS)
     kill_p: float = 0.02
+    #: the weight of a death during init (worker_app.WEIGHTS): about one invocation in 500
+    #: dies there, the others mid-work; each such death waits for the queue's visibility
+    #: timeout (2.5 leases), so a run too short to hold 100 recoveries leaves them out (0)
+    init_kill_weight: float = 0.1
     #: mean seconds between external actions of each kind (0: never)
     external_kill_every: float = 2.0
     pause_every: float = 10.0
@@ -285,6 +292,7 @@ class Soak:
             "POWERTOOLS_LOG_LEVEL": "WARNING",
             "SOAK_SEED": str(self.config.seed),
             "SOAK_KILL_P": str(self.config.kill_p),
+            "SOAK_INIT_KILL_WEIGHT": str(self.config.init_kill_weight),
             "SOAK_DELETE_FAIL_P": str(self.config.delete_fail_p),
             "SOAK_KILLS_LOG": str(self.workdir / "kills.jsonl"),
             "SOAK_EFFECTS_LOG": str(self.workdir / "effects.jsonl"),
@@ -498,6 +506,7 @@ class Soak:
                 reply.response.get("leftovers_deleted", 0)
             )
             self.report.actions["sweeper_passes"] += int(reply.response.get("passes", 0))
+        self.report.actions["sweeper_ticks_dropped"] += sweeper.throttled
 
     async def refresh_ended(self, threads: DynamoThreadStore) -> None:
         for run_id in self.live_runs():
@@ -615,14 +624,18 @@ class Soak:
                     region="us-east-1",
                     log_dir=self.workdir / "logs",
                     poll_interval=0.1,
-                    # Initialized ahead of invocations (see worker_app._warm_up).
-                    provisioned=self.config.concurrency,
+                    # Initialized ahead of invocations (see worker_app._warm_up), with spares:
+                    # a killed container's replacement takes as long to start as ever.
+                    provisioned=self.config.concurrency + self.config.spare_containers,
                 )
                 sweeper = ScheduledFunction(
                     FunctionConfig(
                         "handlers.sweeper:lambda_handler",
-                        # The template's 60 s, scaled, plus room for a loaded machine.
-                        timeout=self.config.sweep_every + 0.5,
+                        # The template's 60 s, scaled, would kill a pass of this loaded
+                        # machine's (a good part of its 0.75 s spacing, where a deployed pass
+                        # takes a fraction of 15 s): twice that. A tick that comes while an
+                        # invocation still runs is dropped, as reserved concurrency 1 does.
+                        timeout=2 * self.config.sweep_every,
                         env=self.sweeper_env(endpoint, queue_url),
                         cwd=str(REPO),
                         name="sweeper",

@@ -51,7 +51,7 @@ LEASES_LOG = os.environ.get("SOAK_LEASES_LOG")
 #: relative weight of each kill point (a stream has many deltas, a turn one commit); a death
 #: during init is rare next to one during the invocation's work, as in production
 WEIGHTS = {
-    "in_init": 0.1,
+    "in_init": float(os.environ.get("SOAK_INIT_KILL_WEIGHT", "0.1")),
     "before_claim": 1.0,
     "before_commit": 1.0,
     "after_commit": 1.0,
