@@ -38,7 +38,9 @@ environment:
   AWAKEN_BUCKET               the bucket holding the checkpoints (every action)
   AWAKEN_TABLE                the thread table (list and clean; show does not need it)
   AWAKEN_CHECKPOINT_PREFIX    the checkpoints' key prefix (default checkpoints/)
-  AWAKEN_SWEEP_GRACE_SECONDS  read with the table's settings (default 120)
+  AWAKEN_SWEEP_GRACE_SECONDS  read with the table's settings (default: derived from
+                              AWAKEN_LEASE_SECONDS and AWAKEN_VISIBILITY_MARGIN_SECONDS,
+                              30 with their defaults)
   AWS_ENDPOINT_URL            another endpoint than AWS (moto, `awaken-s3 dev`); also
                               AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL_DYNAMODB per service
   AWS_DEFAULT_REGION          the region (or AWS_REGION, or the profile's region)

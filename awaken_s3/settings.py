@@ -3,7 +3,9 @@
 ``AWAKEN_BUCKET`` (checkpoints and offloaded message bodies), ``AWAKEN_TABLE``
 (threads and runs), ``AWAKEN_QUEUE_URL`` (continuations) and the optional
 ``AWAKEN_CHECKPOINT_PREFIX`` and ``AWAKEN_SWEEP_GRACE_SECONDS`` (how far past its due time
-an undriven run's ``sweep_at`` is set: every writer of the table must agree on it).
+an undriven run's ``sweep_at`` is set: every writer of the table must agree on it; by
+default it is derived from ``AWAKEN_LEASE_SECONDS`` and ``AWAKEN_VISIBILITY_MARGIN_SECONDS``,
+which every function of a deployment shares).
 Endpoints are botocore's business (``AWS_ENDPOINT_URL``): there is no endpoint setting here.
 """
 
@@ -15,14 +17,50 @@ from dataclasses import dataclass
 from typing import Final
 
 DEFAULT_CHECKPOINT_PREFIX = "checkpoints/"
-#: how long past the moment a run should next have been driven the sweeper waits before it
-#: re-sends the run: longer than a dead worker's record takes to come back by itself
-#: (the lease plus the visibility margin), so the queue, not the sweeper, resumes crashes
-DEFAULT_SWEEP_GRACE: Final = 120.0
+#: the run lease: how long a worker that dies without answering blocks its run
+DEFAULT_LEASE_SECONDS: Final = 60.0
+#: a worker keeps the record it works on hidden this much longer than its lease
+DEFAULT_VISIBILITY_MARGIN: Final = 10.0
+
+
+def derived_sweep_grace(lease_seconds: float, visibility_margin: float) -> float:
+    """How long past the moment a run should next have been driven the sweeper waits before
+    it re-sends the run (pure).
+
+    A dead worker's own record comes back ``visibility_margin`` after its lease ran out, and
+    its next delivery claims the run a receive, a cold start and one write later; a third of
+    a lease more covers that (20 s with the defaults: Lambda's init is limited to 10 s), so
+    the queue, not the sweeper, resumes crashes. Any longer only delays what the queue lost
+    (a dead-lettered record, a lost continuation): the sweeper re-sends those at its first
+    pass after the grace, which keeps them within three lease periods of the crash
+    (docs/THREADS.md, "Recovery paths").
+    """
+    return visibility_margin + lease_seconds / 3
+
+
+DEFAULT_SWEEP_GRACE: Final = derived_sweep_grace(DEFAULT_LEASE_SECONDS, DEFAULT_VISIBILITY_MARGIN)
 
 
 class SettingsError(ValueError):
     """A required setting is missing or malformed."""
+
+
+def positive_seconds(
+    env: Mapping[str, str], name: str, default: float, *, zero: bool = False
+) -> float:
+    """``name`` from ``env`` as a positive number of seconds (``default`` when unset;
+    ``zero``: 0 is allowed too)."""
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not (value > 0 or (zero and value == 0)):  # also NaN
+        kind = "a number of seconds >= 0" if zero else "a positive number of seconds"
+        raise SettingsError(f"{name} must be {kind}, got {raw!r}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,16 +92,11 @@ class StorageSettings:
         # also list "checkpoints-old/...", and keys would read "checkpointsrun-1.json".
         if prefix and not prefix.endswith("/"):
             raise SettingsError(f"AWAKEN_CHECKPOINT_PREFIX must end with '/', got {prefix!r}")
-        raw_grace = env.get("AWAKEN_SWEEP_GRACE_SECONDS") or str(DEFAULT_SWEEP_GRACE)
-        try:
-            grace = float(raw_grace)
-        except ValueError:
-            grace = -1.0
-        if not grace > 0:
-            raise SettingsError(
-                f"AWAKEN_SWEEP_GRACE_SECONDS must be a positive number of seconds, "
-                f"got {raw_grace!r}"
-            )
+        derived = derived_sweep_grace(
+            positive_seconds(env, "AWAKEN_LEASE_SECONDS", DEFAULT_LEASE_SECONDS),
+            positive_seconds(env, "AWAKEN_VISIBILITY_MARGIN_SECONDS", DEFAULT_VISIBILITY_MARGIN),
+        )
+        grace = positive_seconds(env, "AWAKEN_SWEEP_GRACE_SECONDS", derived)
         return cls(
             bucket=env["AWAKEN_BUCKET"],
             table=env.get("AWAKEN_TABLE", ""),

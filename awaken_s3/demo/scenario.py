@@ -9,6 +9,10 @@ after its lease runs out (the worker kept its visibility in step with the lease)
 worker process takes the run over, resumes the turn from its S3 checkpoint and commits it.
 The demo exits non-zero when the thread is not exactly the whole turn, committed once, with
 the checkpoint gone.
+
+The story is judged from what is stored (the run item, the thread, the bucket) and from how
+the worker processes ended, never from their log lines: a caller's ``POWERTOOLS_LOG_LEVEL``
+changes nothing (the workers' level is set here, for their logs alone).
 """
 
 from __future__ import annotations
@@ -31,11 +35,14 @@ from moto.server import ThreadedMotoServer
 from awaken_s3.demo.model import ANSWER
 from awaken_s3.demo.settings import BUCKET, CHECKPOINT_PREFIX, LEASE_SECONDS, QUEUE, TABLE
 from awaken_s3.dev.resources import visibility_timeout
-from awaken_s3.local.event_source import FunctionConfig, SqsEventSource
+from awaken_s3.local.event_source import FunctionConfig, InvocationResult, SqsEventSource
 from awaken_s3.local.ports import free_port
+from awaken_s3.local.sqs_receipts import install as install_sqs_receipt_rules
 from awaken_s3.messages import Message
+from awaken_s3.models import StreamCheckpoint
 from awaken_s3.service.queue import RunMessage, send_run_message
 from awaken_s3.stores.s3 import S3StreamCheckpointStore
+from awaken_s3.streaming.recovery import plan_recovery
 from awaken_s3.threads.dynamo import DynamoThreadStore, create_table, dynamodb_client_config
 from awaken_s3.threads.models import RunSettings, RunState, RunStatus
 
@@ -58,11 +65,35 @@ Print = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Observed:
+    #: the committed thread (DynamoDB)
     messages: Sequence[Message]
+    #: the run item (DynamoDB): status, turn, lease epoch, usage
     run: RunState
+    #: whether the bucket still holds the run's checkpoint
     checkpoint_left: bool
-    plans: Sequence[str | None]
+    #: the plan the checkpoint worker A left implies (what any resuming worker applies to it)
+    plan: str
+    #: characters of the answer in that checkpoint
     killed_at_chars: int
+    #: what a continuation sends of them (the saved text without its trailing whitespace)
+    prefix_chars: int
+    #: how each worker invocation ended, in order (the event source saw the processes exit)
+    outcomes: Sequence[str]
+
+
+def resumed_usage(prefix_chars: int) -> tuple[int, int]:
+    """(input, output) tokens the demo's model reports for a call continuing from
+    ``prefix_chars`` saved characters: the prefix is sent, only the rest is generated."""
+    return 40 + prefix_chars // 4, (len(ANSWER) - prefix_chars) // 4
+
+
+def continued_from(usage: tuple[int, int], *, at_least: int) -> int | None:
+    """The saved prefix (at least ``at_least`` chars: a put the killed worker had in flight
+    may still have landed) whose continuation reports ``usage``; None if none does."""
+    return next(
+        (n for n in range(at_least, len(ANSWER)) if resumed_usage(n) == usage),
+        None,
+    )
 
 
 def check(observed: Observed) -> list[str]:
@@ -76,16 +107,32 @@ def check(observed: Observed) -> list[str]:
         problems.append(
             f"the committed turn is not the whole answer ({len(got)} of {len(ANSWER)} chars)"
         )
-    if observed.run.status is not RunStatus.COMPLETED:
-        problems.append(f"run status is {observed.run.status.value}, not completed")
-    if observed.run.turn != 1:
-        problems.append(f"run advanced {observed.run.turn} turns, not 1")
+    run = observed.run
+    if run.status is not RunStatus.COMPLETED:
+        problems.append(f"run status is {run.status.value}, not completed")
+    if run.turn != 1:
+        problems.append(f"run advanced {run.turn} turns, not 1")
+    if run.lease.epoch != 2:
+        problems.append(f"the run ended at lease epoch {run.lease.epoch}, not 2 (one takeover)")
     if observed.checkpoint_left:
         problems.append("the checkpoint was not deleted after the commit")
-    if list(observed.plans) != ["R1"]:
-        problems.append(f"the resumed turn used plans {list(observed.plans)}, not ['R1']")
+    if observed.plan != "R1":
+        problems.append(f"worker A's checkpoint implies plan {observed.plan}, not R1")
     if not 0 < observed.killed_at_chars < len(ANSWER):
         problems.append("the first worker was not killed mid-stream")
+    elif (
+        continued_from(
+            (run.usage.input_tokens, run.usage.output_tokens), at_least=observed.prefix_chars
+        )
+        is None
+    ):
+        problems.append(
+            f"the committed turn's usage ({run.usage.input_tokens} in, "
+            f"{run.usage.output_tokens} out) is not that of a call continuing from the "
+            f"{observed.killed_at_chars} saved chars"
+        )
+    if list(observed.outcomes) != ["killed", "ok"]:
+        problems.append(f"worker invocations ended {list(observed.outcomes)}, not ['killed', 'ok']")
     return problems
 
 
@@ -122,6 +169,9 @@ class _Aws:
             "AWAKEN_DEADLINE_MARGIN_SECONDS": "5",
             "POWERTOOLS_SERVICE_NAME": "awaken-demo",
             "POWERTOOLS_METRICS_NAMESPACE": "awaken-demo",
+            # For the workers' own log files (shown when the story fails); nothing is judged
+            # from them, whatever level the caller's environment asks for.
+            "POWERTOOLS_LOG_LEVEL": "INFO",
         }
 
 
@@ -161,8 +211,8 @@ async def _setup(aws: _Aws) -> str:
         return queue_url
 
 
-async def _kill_mid_stream(aws: _Aws, source: SqsEventSource, say: Print) -> int:
-    """SIGKILL the worker once its checkpoint holds KILL_AT of the answer; the chars saved."""
+async def _kill_mid_stream(aws: _Aws, source: SqsEventSource, say: Print) -> StreamCheckpoint:
+    """SIGKILL the worker once its checkpoint holds KILL_AT of the answer; what it left."""
     async with aws.clients() as (_db, s3, _sqs):
         store = S3StreamCheckpointStore(BUCKET, prefix=CHECKPOINT_PREFIX, client=s3)
         deadline = time.monotonic() + WORKER_TIMEOUT
@@ -183,7 +233,7 @@ async def _kill_mid_stream(aws: _Aws, source: SqsEventSource, say: Print) -> int
                     f"{len(cp.partial_text)} of {len(ANSWER)} chars: "
                     f"...{cp.partial_text[-48:]!r}"
                 )
-                return len(cp.partial_text)
+                return cp
             if not busy and source.results():
                 raise RuntimeError("worker A finished before it could be killed mid-stream")
             await asyncio.sleep(0.05)
@@ -201,19 +251,18 @@ async def _wait_for_the_end(aws: _Aws, source: SqsEventSource, started: float) -
     raise RuntimeError(f"the run did not end within {STORY_TIMEOUT:g}s")
 
 
-def _invocations(log_dir: Path) -> list[dict[str, Any]]:
-    """The workers' "run invocation ended" log records, in the order they ended."""
-    ended = []
-    for log in log_dir.glob("*.log"):
-        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-            with contextlib.suppress(ValueError):
-                record = json.loads(line)
-                if isinstance(record, dict) and record.get("message") == "run invocation ended":
-                    ended.append(record)
-    return sorted(ended, key=lambda r: str(r.get("timestamp")))
+def _log_tails(log_dir: Path, lines: int = 15) -> list[str]:
+    """The last lines of each worker's log, to show why a story failed."""
+    tails = []
+    for log in sorted(log_dir.glob("*.log")):
+        text = log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+        tails.append(f"--- {log.name}\n" + "\n".join(text))
+    return tails
 
 
-async def _observe(aws: _Aws, plans: Sequence[str | None], killed_at: int) -> Observed:
+async def _observe(
+    aws: _Aws, left: StreamCheckpoint, outcomes: Sequence[InvocationResult]
+) -> Observed:
     async with aws.clients() as (db, s3, _sqs):
         threads = DynamoThreadStore(TABLE, client=db, s3_client=s3, bucket=BUCKET)
         store = S3StreamCheckpointStore(BUCKET, prefix=CHECKPOINT_PREFIX, client=s3)
@@ -221,8 +270,10 @@ async def _observe(aws: _Aws, plans: Sequence[str | None], killed_at: int) -> Ob
             messages=await threads.load_messages(THREAD_ID),
             run=await threads.get_run(RUN_ID),
             checkpoint_left=await store.get(RUN_ID) is not None,
-            plans=plans,
-            killed_at_chars=killed_at,
+            plan=plan_recovery(left).kind,
+            killed_at_chars=len(left.partial_text),
+            prefix_chars=len(left.partial_text.rstrip()),
+            outcomes=[result.outcome for result in outcomes],
         )
 
 
@@ -246,23 +297,28 @@ async def _story(aws: _Aws, log_dir: Path, say: Print) -> Observed:
     )
     async with source:
         say("2. the SQS trigger (emulated) hands the run to worker A, a separate process")
-        killed_at = await _kill_mid_stream(aws, source, say)
+        left = await _kill_mid_stream(aws, source, say)
+        killed = time.time()
+        plan = plan_recovery(left)
+        say(f"  the partial turn it left implies plan {plan.kind} (text only: continue from it)")
         say(
             f"3. nobody cleans up after worker A: its queue record comes back about one lease "
             f"({LEASE_SECONDS:g}s) later and a fresh worker process, B, takes the run over"
         )
         await _wait_for_the_end(aws, source, started)
-    ended = _invocations(log_dir)
-    if not ended:
-        raise RuntimeError("no worker invocation ended")
-    last = ended[-1]
+    results = source.results()
+    observed = await _observe(aws, left, results)
+    for name, result in zip("AB", results, strict=False):
+        when = f", started {result.started_at - killed:.1f}s after the kill" if name == "B" else ""
+        say(f"  worker {name} (pid {result.pid}): {result.outcome}{when}")
+    usage = observed.run.usage
     say(
-        f"  worker B ended {last.get('end')!r} {time.monotonic() - started:.1f}s into the "
-        f"story, committed {last.get('turns_committed')} turn(s), recovery plan(s) "
-        f"{last.get('plans')}, {last.get('resume_delay') or 0:.1f}s after worker A's last "
-        "lease renewal"
+        f"  the run item: {observed.run.status.value} at lease epoch {observed.run.lease.epoch}; "
+        f"the resumed call was sent the saved chars "
+        f"({usage.input_tokens} input tokens) and generated only the rest "
+        f"({usage.output_tokens} output tokens)"
     )
-    return await _observe(aws, list(last.get("plans") or []), killed_at)
+    return observed
 
 
 def run_demo(say: Print = print) -> int:
@@ -274,13 +330,21 @@ def run_demo(say: Print = print) -> int:
     # Werkzeug (under moto's server) logs every request; the story is what matters here.
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     port = free_port()
+    # SQS's receipt-handle rules where moto is laxer: a dead worker's late acknowledgement
+    # must not delete the record its successor holds.
+    install_sqs_receipt_rules()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     started = time.monotonic()
     try:
         say(f"awaken-s3 demo: embedded moto server on http://127.0.0.1:{port}")
         with tempfile.TemporaryDirectory(prefix="awaken-demo-") as logs:
-            observed = asyncio.run(_story(_Aws(f"http://127.0.0.1:{port}"), Path(logs), say))
+            try:
+                observed = asyncio.run(_story(_Aws(f"http://127.0.0.1:{port}"), Path(logs), say))
+            except Exception:
+                for tail in _log_tails(Path(logs)):
+                    say(tail)
+                raise
     except Exception as exc:
         say(f"demo FAILED: {exc}")
         return 1
@@ -298,7 +362,7 @@ def run_demo(say: Print = print) -> int:
         say(f"demo FAILED: {problem}")
     if not problems:
         say(
-            f"OK: plan {observed.plans[0]} resumed the turn from {observed.killed_at_chars} "
+            f"OK: plan {observed.plan} resumed the turn from {observed.killed_at_chars} "
             f"saved chars; the whole turn was committed once "
             f"({time.monotonic() - started:.1f}s)"
         )

@@ -221,6 +221,16 @@ class Container:
         _kill_group(self.pid)
         return True
 
+    def freeze(self, frozen: bool) -> bool:
+        """SIGSTOP (``frozen``) or SIGCONT the container's process group: a container that
+        stops making progress without dying (a GC pause, a host that froze it); False if it
+        had already ended. Its invocation's deadline keeps running meanwhile."""
+        if not self.alive:
+            return False
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGSTOP if frozen else signal.SIGCONT)
+        return True
+
     async def close(self) -> None:
         """Kill the container (if it still runs) and reap it."""
         self.kill()

@@ -93,11 +93,14 @@ class SqsEventSource:
         on_invocation: Callable[[InvocationResult], None] | None = None,
         log_dir: Path | None = None,
         stop_grace: float = 10.0,
+        provisioned: int = 0,
     ) -> None:
         if not 1 <= batch_size <= MAX_BATCH_SIZE:
             raise ValueError(f"batch_size must be 1..{MAX_BATCH_SIZE}")
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
+        if provisioned < 0:
+            raise ValueError("provisioned must be at least 0")
         if not 0 <= wait_time <= 20:
             raise ValueError("wait_time must be 0..20 seconds")
         self.queue_url = queue_url
@@ -114,6 +117,11 @@ class SqsEventSource:
         self.on_invocation = on_invocation
         self.log_dir = log_dir
         self.stop_grace = stop_grace
+        #: containers kept initialized ahead of invocations (Lambda's provisioned
+        #: concurrency; more than ``max_concurrency`` keeps spares, as the warm environments
+        #: of an earlier burst): a dead one is replaced in the background, so an invocation
+        #: after a crash does not wait for a new container's init
+        self.provisioned = provisioned
         #: set by start(): the queue's ARN, whether it is FIFO, the function's ARN
         self.queue_arn = ""
         self.fifo = False
@@ -128,6 +136,8 @@ class SqsEventSource:
         self._chains: set[asyncio.Task[None]] = set()
         self._slots: asyncio.Semaphore | None = None
         self._poller: asyncio.Task[None] | None = None
+        self._provisioner: asyncio.Task[None] | None = None
+        self._spawning = 0
         self._receiving = False
         self._stopping = False
         self._stopped = False
@@ -164,6 +174,8 @@ class SqsEventSource:
         self.region = self.queue_arn.split(":")[3] or self.region
         self.function_arn = function_arn(self.region, account, self.function.name)
         self._slots = asyncio.Semaphore(self.max_concurrency)
+        if self.provisioned:
+            self._provisioner = asyncio.create_task(self._provision(), name="provisioned")
         self._poller = asyncio.create_task(self._poll(), name=f"poll {self.queue_url}")
 
     async def stop(self, *, grace: float | None = None) -> None:
@@ -174,6 +186,10 @@ class SqsEventSource:
             return
         self._stopping = True
         try:
+            if self._provisioner is not None:
+                self._provisioner.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._provisioner
             await self._stop_poller()
             await self._finish_chains(self.stop_grace if grace is None else grace)
             await self._release(self._gate.drain())
@@ -237,6 +253,14 @@ class SqsEventSource:
         with self._lock:
             pids = list(self._containers)
         return [pid for pid in pids if self.kill(pid)]
+
+    def freeze(self, pid: int, frozen: bool = True) -> bool:
+        """SIGSTOP the container ``pid`` (``frozen=False``: SIGCONT it); False if it is not one
+        of this source's running containers. A frozen container's invocation still ends at
+        its deadline (the container is then killed, outcome "timeout")."""
+        with self._lock:
+            container = self._containers.get(pid)
+        return container.freeze(frozen) if container is not None else False
 
     def kill_busy(self, predicate: Callable[[BusyWorker], bool] | None = None) -> list[int]:
         """SIGKILL every busy container whose worker matches ``predicate`` (all if None);
@@ -411,15 +435,42 @@ class SqsEventSource:
             if container.alive:
                 return container, False
             await self._discard(container)
-        container = await Container.spawn(self.function, region=self.region, log_dir=self.log_dir)
-        with self._lock:
-            self._containers[container.pid] = container
+        return await self._spawn(), True
+
+    async def _spawn(self) -> Container:
+        """A new, initialized container (not idle yet: the caller decides)."""
+        self._spawning += 1
         try:
-            await container.ready()
-        except BaseException:
-            await self._discard(container)
-            raise
-        return container, True
+            container = await Container.spawn(
+                self.function, region=self.region, log_dir=self.log_dir
+            )
+            with self._lock:
+                self._containers[container.pid] = container
+            try:
+                await container.ready()
+            except BaseException:
+                await self._discard(container)
+                raise
+            return container
+        finally:
+            self._spawning -= 1
+
+    async def _provision(self) -> None:
+        """Keep ``provisioned`` containers initialized, replacing those that died."""
+        while not self._stopping:
+            with self._lock:
+                missing = self.provisioned - len(self._containers) - self._spawning
+            if missing > 0:
+                try:
+                    container = await self._spawn()
+                except InitFailed as exc:
+                    logger.warning("a provisioned container failed its init: %s", exc)
+                    await asyncio.sleep(_RECEIVE_BACKOFF)
+                    continue
+                with self._lock:
+                    self._idle.insert(0, container)  # the poller takes the warmest first
+                continue
+            await asyncio.sleep(0.05)
 
     async def _discard(self, container: Container) -> None:
         with self._lock:

@@ -3,19 +3,48 @@
 A separate process (rather than ``ThreadedMotoServer``) lets several OS
 processes share one fake AWS, and lets a test kill a worker without taking
 the fake AWS down with it.
+
+The process is ``python -m awaken_s3.local.moto PORT``: moto's own server application, with
+SQS's receipt-handle rules where moto is laxer (:mod:`awaken_s3.local.sqs_receipts`), so
+that a worker's late acknowledgement cannot delete a record another worker now holds.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 from awaken_s3.local.ports import free_port, wait_for_port
+
+#: wraps moto's WSGI application (the soak's server applies one request at a time)
+AppWrapper = Callable[[Any], Any]
+
+
+def serve(port: int, *, host: str = "127.0.0.1", wrap: AppWrapper | None = None) -> None:
+    """Serve moto on ``host:port`` until the process is stopped (what ``moto_server`` does,
+    with SQS's receipt-handle rules installed first)."""
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import run_simple
+
+    from awaken_s3.local.sqs_receipts import install
+
+    install()
+    # moto builds queue URLs (and other resource URLs) from it.
+    os.environ.setdefault("MOTO_PORT", str(port))
+    app: Any = DomainDispatcherApplication(create_backend_app)
+    if wrap is not None:
+        app = wrap(app)
+    run_simple(host, port, app, threaded=True, request_handler=MotoRequestHandler)
 
 
 @dataclass
@@ -28,14 +57,7 @@ class MotoServer:
     @classmethod
     def start(cls, *, port: int | None = None, timeout: float = 30.0) -> MotoServer:
         port = port or free_port()
-        exe = shutil.which("moto_server", path=os.path.dirname(sys.executable)) or shutil.which(
-            "moto_server"
-        )
-        cmd = (
-            [exe, "-H", "127.0.0.1", "-p", str(port)]
-            if exe
-            else [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-        )
+        cmd = [sys.executable, "-m", "awaken_s3.local.moto", str(port)]
         process = subprocess.Popen(
             cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )
@@ -75,3 +97,7 @@ class MotoServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))

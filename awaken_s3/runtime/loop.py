@@ -119,7 +119,8 @@ class RunResult:
     detail: str = ""
     #: for BUSY: seconds until the holder's lease expires (a dead holder's run is free then)
     retry_after: float | None = None
-    #: a checkpoint of an ended run could not be deleted: a later delivery should retry
+    #: a checkpoint of an ended run could not be deleted: stale, never replayed, and left to
+    #: the sweeper (which deletes checkpoints that outlived their runs)
     checkpoint_left: bool = False
     #: seconds from the last renewal of a holder that died without releasing the run to this
     #: invocation's claim (None when the previous holder released it)
@@ -165,6 +166,7 @@ class RunLoop:
         max_idle_suspensions: int = DEFAULT_MAX_IDLE_SUSPENSIONS,
         app: App | None = None,
         provider_for: ProviderLookup | None = None,
+        turn_headroom: float = 0.0,
     ) -> None:
         """``app``: the agents whose runs this loop drives (a run names its agent); without
         one, every run is the default agent's, with ``tools``. ``provider_for``: the provider
@@ -192,6 +194,9 @@ class RunLoop:
         #: a run that suspends this many times in a row without committing anything or
         #: growing its checkpoint fails with ``no_progress`` instead of looping forever
         self.max_idle_suspensions = max_idle_suspensions
+        #: seconds before the deadline after which an invocation that already made progress
+        #: hands the run over instead of starting another model turn (0: only at the deadline)
+        self.turn_headroom = turn_headroom
 
     async def run(
         self, run_id: str, *, deadline: float | None = None, heartbeat: Heartbeat | None = None
@@ -386,8 +391,17 @@ class _Drive:
         with contextlib.suppress(StreamCheckpointError):
             await self.loop.checkpoints.delete(self.run_id, expected_version=stored.version)
 
-    def past_deadline(self) -> bool:
-        return self.deadline is not None and self.loop._monotonic() >= self.deadline
+    def past_deadline(self, headroom: float = 0.0) -> bool:
+        return self.deadline is not None and self.loop._monotonic() >= self.deadline - headroom
+
+    def hand_over_before_turn(self) -> bool:
+        """Too late to start a model turn: past the deadline, or (after some progress in this
+        invocation) within ``turn_headroom`` of it. A turn cut at the deadline is resumed by
+        a call that sends the thread again with the partial turn; handing over between steps
+        costs only the next invocation (benchmarks/invocation_slicing.py)."""
+        if self.past_deadline():
+            return True
+        return self.progressed and self.past_deadline(self.loop.turn_headroom)
 
     async def run(self) -> RunResult:
         from awaken_s3.agents import UnknownAgent
@@ -438,7 +452,7 @@ class _Drive:
                     retryable=False,
                 )
                 return await self.finish(RunStatus.FAILED, error)
-            if self.past_deadline():
+            if self.hand_over_before_turn():
                 return await self.suspend()
 
             try:
@@ -633,8 +647,8 @@ class _Drive:
             # whatever is there is stale; delete it at the version read.
             deleted = not await _clean_leftover(self.loop.checkpoints, self.run_id)
         if final:
-            # A newer build's checkpoint this build left alone is stale now: the record is
-            # kept so that its next delivery, finding the run ended, deletes it.
+            # A newer build's checkpoint this build left alone is stale now: reported as left,
+            # for the sweeper (or a redelivery, finding the run ended) to delete.
             self.checkpoint_left = not deleted or turn.checkpoint_stats.newer_schema > 0
         if ending.final_status == RunStatus.FAILED:
             return self.result(RunEnd.FAILED, committed, error=ending.error)
@@ -727,8 +741,8 @@ class _Drive:
 
     async def tidy_after_end(self) -> None:
         """The run ended without a final commit (failed, cancelled): a partial turn saved
-        before is of no use to anyone now. Deleted at the version read; when that fails the
-        record is kept, and the sweeper deletes whatever is still there after its grace."""
+        before is of no use to anyone now. Deleted at the version read; when that fails, the
+        sweeper deletes whatever is still there after its grace."""
         self.checkpoint_left = await _clean_leftover(self.loop.checkpoints, self.run_id)
 
     @property

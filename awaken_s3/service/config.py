@@ -7,11 +7,18 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from awaken_s3.settings import SettingsError
+from awaken_s3.settings import (
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_VISIBILITY_MARGIN,
+    SettingsError,
+    positive_seconds,
+)
 
 DEFAULT_DEADLINE_MARGIN = 10.0
-DEFAULT_LEASE_SECONDS = 60.0
-DEFAULT_VISIBILITY_MARGIN = 10.0
+#: an invocation that made progress hands the run over instead of starting a model turn
+#: this close to its deadline: a third of the default slice (120 s - 10 s), chosen by
+#: measuring what cut turns cost (benchmarks/invocation_slicing.py, docs/DEPLOY.md)
+DEFAULT_TURN_HEADROOM = 40.0
 DEFAULT_MAX_IDLE_SUSPENSIONS = 5
 DEFAULT_MAX_INTERRUPTIONS = 5
 DEFAULT_MAX_RESCUES = 5
@@ -30,19 +37,6 @@ def _count(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
-def _positive(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise SettingsError(f"{name} must be a number of seconds, got {raw!r}") from exc
-    if value <= 0:
-        raise SettingsError(f"{name} must be positive, got {raw!r}")
-    return value
-
-
 @dataclass(frozen=True, slots=True)
 class WorkerSettings:
     #: stop this many seconds before Lambda's deadline: the final checkpoint flush, the lease
@@ -57,6 +51,9 @@ class WorkerSettings:
     #: interruptions (dropped streams, stalls, throttling, lost processes) one model turn
     #: survives before the run fails with ``retry_budget_exhausted``
     max_interruptions: int = DEFAULT_MAX_INTERRUPTIONS
+    #: seconds before the deadline after which no new model turn is started (once the
+    #: invocation made progress): a turn cut at the deadline is resent with its thread
+    turn_headroom: float = DEFAULT_TURN_HEADROOM
 
     @property
     def visibility_timeout(self) -> int:
@@ -67,17 +64,20 @@ class WorkerSettings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerSettings:
         env = os.environ if env is None else env
         return cls(
-            deadline_margin=_positive(
+            deadline_margin=positive_seconds(
                 env, "AWAKEN_DEADLINE_MARGIN_SECONDS", DEFAULT_DEADLINE_MARGIN
             ),
-            lease_seconds=_positive(env, "AWAKEN_LEASE_SECONDS", DEFAULT_LEASE_SECONDS),
-            visibility_margin=_positive(
+            lease_seconds=positive_seconds(env, "AWAKEN_LEASE_SECONDS", DEFAULT_LEASE_SECONDS),
+            visibility_margin=positive_seconds(
                 env, "AWAKEN_VISIBILITY_MARGIN_SECONDS", DEFAULT_VISIBILITY_MARGIN
             ),
             max_idle_suspensions=_count(
                 env, "AWAKEN_MAX_IDLE_SUSPENSIONS", DEFAULT_MAX_IDLE_SUSPENSIONS
             ),
             max_interruptions=_count(env, "AWAKEN_MAX_INTERRUPTIONS", DEFAULT_MAX_INTERRUPTIONS),
+            turn_headroom=positive_seconds(
+                env, "AWAKEN_TURN_HEADROOM_SECONDS", DEFAULT_TURN_HEADROOM, zero=True
+            ),
         )
 
 
@@ -86,11 +86,21 @@ class SweeperSettings:
     #: fruitless rescues (a worker took the run and committed nothing) after which the
     #: sweeper fails the run (``abandoned``); the grace comes from StorageSettings
     max_rescues: int = DEFAULT_MAX_RESCUES
-    #: runs examined per invocation (the next invocation picks up the rest)
+    #: runs examined per pass (the next pass picks up the rest)
     batch: int = 100
     #: quiet checkpoints read per invocation to find those that outlived their runs (a
     #: random draw each time: none waits for good behind runs merely waiting in a queue)
     leftover_batch: int = 500
+    #: rescue passes per invocation, ``pass_every`` seconds apart: a schedule cannot fire
+    #: more often than once a minute, and what the queue lost waits for the next pass, so
+    #: the deployed sweeper (template.yaml: 4 passes 15 s apart) looks every 15 s
+    passes: int = 1
+    pass_every: float = 15.0
+
+    @property
+    def period(self) -> float:
+        """The longest wait between two passes when invoked every minute."""
+        return max(self.pass_every, 60.0 - (self.passes - 1) * self.pass_every)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SweeperSettings:
@@ -99,6 +109,8 @@ class SweeperSettings:
             max_rescues=_count(env, "AWAKEN_SWEEP_MAX_RESCUES", DEFAULT_MAX_RESCUES),
             batch=_count(env, "AWAKEN_SWEEP_BATCH", 100),
             leftover_batch=_count(env, "AWAKEN_SWEEP_LEFTOVER_BATCH", 500),
+            passes=_count(env, "AWAKEN_SWEEP_PASSES", 1),
+            pass_every=positive_seconds(env, "AWAKEN_SWEEP_PASS_EVERY_SECONDS", 15.0),
         )
 
 

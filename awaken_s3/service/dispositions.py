@@ -6,6 +6,11 @@ acknowledged only when the run is ended, or has a message that will drive it (th
 continuation the worker sends), or is held by another worker that is alive (its own record
 comes back if it dies, because that worker keeps its record's visibility in step with its
 lease; the sweeper covers the rest). Whenever that cannot be shown, the record is kept.
+
+A record of an ended run is acknowledged whatever became of the run's leftover checkpoint:
+a leftover is stale by definition (never replayed), and the sweeper deletes checkpoints that
+outlived their runs. Keeping the record instead would walk it into the dead-letter queue
+whenever S3 stays unreachable for a few deliveries, next to the records that need a person.
 """
 
 from __future__ import annotations
@@ -18,8 +23,8 @@ from typing import Final
 from awaken_s3.runtime.loop import RunEnd, RunResult
 from awaken_s3.threads.models import RunState
 
-#: a kept record comes back after at least this long (a run that cannot be read, a leftover
-#: checkpoint whose delete failed): soon, but not in a tight loop
+#: a kept record comes back after at least this long (a run that cannot be read, a holder
+#: whose lease has just run out): soon, but not in a tight loop
 RETRY_SOON: Final = 5
 #: SQS caps a visibility timeout at 12 hours; a record never needs to wait longer than this
 MAX_DELAY: Final = 900
@@ -58,8 +63,8 @@ def disposition(result: RunResult, *, now: float, lease_seconds: float) -> Dispo
         return Disposition(Action.CONTINUE, reason="suspended: a continuation drives it")
     if end in (RunEnd.COMPLETED, RunEnd.FAILED, RunEnd.CANCELLED, RunEnd.NOT_RUNNABLE):
         if result.checkpoint_left:
-            # The next delivery of this very record deletes the leftover (the run ended).
-            return Disposition(Action.RETRY, RETRY_SOON, "ended; its checkpoint is left")
+            # Stale, never replayed: the sweeper's to delete (CheckpointLeftovers counts it).
+            return Disposition(Action.ACK, reason="ended; its leftover checkpoint is the sweeper's")
         return Disposition(Action.ACK, reason="ended")
     # FENCED or BUSY: someone else's lease, as far as the run record shows.
     if run is None:

@@ -5,7 +5,12 @@ The rules are :mod:`awaken_s3.service.sweeper` and :func:`awaken_s3.maintenance.
 ``handlers/sweeper.py`` is the entry point.
 
 Invoked by an EventBridge schedule (template.yaml), one invocation at a time (reserved
-concurrency 1, so two sweeps never overlap). The event's content is not used.
+concurrency 1, so two sweeps never overlap). The event's content is not used. A schedule
+fires at most once a minute, and a run whose message the queue lost waits for the sweeper's
+next pass, so one invocation makes ``AWAKEN_SWEEP_PASSES`` rescue passes
+``AWAKEN_SWEEP_PASS_EVERY_SECONDS`` apart (the template: 4, 15 s apart, finishing well within
+the minute; idle between passes costs little at 256 MB), and cleans leftover checkpoints once,
+after its first pass. It stops early when the function's time runs short.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from aws_lambda_powertools import Logger, Metrics
@@ -78,30 +84,51 @@ def _count(name: str, value: int) -> None:
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 
 
+#: how the invocation waits between passes (one name, so a test can make the wait an event)
+sleep: Callable[[float], None] = time.sleep
+#: the least time left before the function's timeout in which another pass is started; the
+#: reserve is twice the slowest pass so far, at least this
+MIN_PASS_RESERVE = 0.5
+#: the summary's counts, summed over the passes
+_SUMMED = ("examined", "rescued", "rescued_repeatedly", "abandoned", "skipped", "send_failures")
+
+
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(raise_on_empty_metrics=False)
 def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     storage, settings = StorageSettings.from_env(need_queue=True), SweeperSettings.from_env()
-    report = warm_runtime().run(run_sweep(storage, settings))
-    _count("RunsRescued", report.rescued)
-    _count("RunsRescuedRepeatedly", report.rescued_repeatedly)
-    _count("RunsAbandoned", report.abandoned)
-    _count("RescueSendFailures", report.send_failures)
-    # After the rescues: a run abandoned just now has its checkpoint deleted a sweep later,
-    # once its object has been quiet for a grace.
-    leftovers = _clean_leftovers(storage, settings)
-    deleted = sum(1 for cleaned in leftovers if cleaned.action == "deleted")
-    _count("LeftoverCheckpointsDeleted", deleted)
-    summary = {
-        "examined": report.examined,
-        "rescued": report.rescued,
-        "rescued_repeatedly": report.rescued_repeatedly,
-        "abandoned": report.abandoned,
-        "skipped": report.skipped,
-        "send_failures": report.send_failures,
-        "leftovers_deleted": deleted,
-    }
-    logger.info("sweep done", extra={**summary, "rescued_runs": report.rescued_runs[:20]})
+    started = time.monotonic()
+    summary: dict[str, Any] = dict.fromkeys(_SUMMED, 0)
+    rescued_runs: list[str] = []
+    passes = 0
+    slowest = 0.0
+    for number in range(settings.passes):
+        if number:
+            wait = max(0.0, started + number * settings.pass_every - time.monotonic())
+            reserve = max(MIN_PASS_RESERVE, 2 * slowest)
+            if context.get_remaining_time_in_millis() / 1000 - wait < reserve:
+                break
+            sleep(wait)
+        began = time.monotonic()
+        report = warm_runtime().run(run_sweep(storage, settings))
+        passes += 1
+        _count("RunsRescued", report.rescued)
+        _count("RunsRescuedRepeatedly", report.rescued_repeatedly)
+        _count("RunsAbandoned", report.abandoned)
+        _count("RescueSendFailures", report.send_failures)
+        for name in _SUMMED:
+            summary[name] += getattr(report, name)
+        rescued_runs.extend(report.rescued_runs)
+        if number == 0:
+            # After the first rescues: a run abandoned just now has its checkpoint deleted an
+            # invocation later, once its object has been quiet for a grace.
+            leftovers = _clean_leftovers(storage, settings)
+            deleted = sum(1 for cleaned in leftovers if cleaned.action == "deleted")
+            _count("LeftoverCheckpointsDeleted", deleted)
+            summary["leftovers_deleted"] = deleted
+        slowest = max(slowest, time.monotonic() - began)
+    summary["passes"] = passes
+    logger.info("sweep done", extra={**summary, "rescued_runs": rescued_runs[:20]})
     return summary
 
 

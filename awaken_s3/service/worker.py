@@ -14,11 +14,13 @@ coroutine runs on that one loop in turn. Importing this module loads only Powert
 and metrics: the run loop, the stores and the AWS SDK load with the first invocation.
 
 Per record: a malformed body is logged, counted and acknowledged (it can never succeed);
-otherwise the run loop runs until ``deadline = now + remaining - margin``. While the worker
-holds the run's lease it keeps the record invisible for the lease period plus a margin, set at
-the claim and extended with every renewal: a worker that dies without answering (timeout,
-out of memory, a lost host) lets its record come back a little after its lease ran out, so
-the run resumes within about one lease period, not after the queue's visibility timeout.
+otherwise the run loop runs until ``deadline = now + remaining - margin``. As soon as the
+handler starts, before any claim, it hides the batch's records for the lease period plus a
+margin (:mod:`awaken_s3.service.visibility`); while the worker holds a run's lease it keeps
+that run's record hidden so, extended with every renewal: a worker that dies without
+answering (timeout, out of memory, a lost host) lets its record come back a little after its
+lease ran out, so the run resumes within about one lease period, not after the queue's
+visibility timeout.
 What happens to the record then is :func:`awaken_s3.service.dispositions.disposition`: a
 suspended run gets a continuation message (then the record is acknowledged); a record is
 kept (failed, with a visibility that brings it back when it can help) whenever the run is
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
     from awaken_s3.service.dispositions import Disposition
     from awaken_s3.service.instrumented import TurnTally
     from awaken_s3.service.queue import RunMessage
+    from awaken_s3.service.visibility import BatchVisibility
     from awaken_s3.service.wiring import Services
     from awaken_s3.streaming.provider import Provider
 
@@ -153,6 +156,7 @@ class Invocation:
         context: LambdaContext,
         deadline: float,
         agent_provider: AgentProviders | None = None,
+        visibility: BatchVisibility | None = None,
     ) -> None:
         self.services = services
         self.provider = provider
@@ -161,8 +165,16 @@ class Invocation:
         self.settings = settings
         self.context = context
         self.deadline = deadline
+        self.visibility = visibility
 
     async def handle(self, record: SQSRecord) -> str:
+        if self.visibility is None:
+            return await self._handle(record)
+        self.visibility.started(record.message_id)
+        async with self.visibility.kept_while():
+            return await self._handle(record)
+
+    async def _handle(self, record: SQSRecord) -> str:
         from pydantic import ValidationError
 
         from awaken_s3.service.queue import RunMessage
@@ -212,6 +224,7 @@ class Invocation:
             monotonic=monotonic,
             app=self.app,
             provider_for=self.agent_provider,
+            turn_headroom=self.settings.turn_headroom,
         )
 
         async def keep_hidden() -> None:
@@ -312,6 +325,7 @@ def process_batch(
 
     from awaken_s3.providers.config import ProviderSettings
     from awaken_s3.service.config import WorkerSettings
+    from awaken_s3.service.visibility import BatchVisibility, receipts_of
     from awaken_s3.service.wiring import close_provider, provider_key, warm_runtime
     from awaken_s3.settings import StorageSettings
 
@@ -328,6 +342,15 @@ def process_batch(
 
     runtime = warm_runtime()
     services = runtime.run(runtime.services(storage))
+    # First, before any claim: a death from here on brings the records back within a lease.
+    visibility = BatchVisibility(
+        services.sqs,
+        services.queue_url,
+        receipts_of(event),
+        seconds=settings.visibility_timeout,
+        interval=settings.lease_seconds / 3,
+    )
+    runtime.run(visibility.take())
     own_provider = provider_factory is not None
     agent_provider = None
     if provider_factory is not None:
@@ -352,6 +375,7 @@ def process_batch(
             context=context,
             deadline=deadline,
             agent_provider=agent_provider,
+            visibility=visibility,
         )
         response = process_partial_response(
             event=event,

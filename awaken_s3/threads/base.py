@@ -87,7 +87,11 @@ class RunStore(Protocol):
     async def renew_lease(
         self, run_id: str, *, worker: str, epoch: int, lease_seconds: float
     ) -> RunState:
-        """Raises LeaseLost."""
+        """Extend a live lease to ``lease_seconds`` from now.
+
+        Raises LeaseLost when another epoch holds the run, and also when this worker's own
+        lease has already run out: an expired lease is never revived (the run is claimed
+        afresh, at a new epoch)."""
         ...
 
     async def release_lease(

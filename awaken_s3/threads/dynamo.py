@@ -480,7 +480,11 @@ class DynamoThreadStore:
             lease_seconds=lease_seconds,
             sweep_grace=self._grace,
         )
-        return await self._update_leased(run_id, request, worker=worker, epoch=epoch)
+        try:
+            return await self._update_leased(run_id, request, worker=worker, epoch=epoch)
+        except _RunEnded as refused:
+            # Still our lease, so what failed is ``lease_until > :now``: it ran out.
+            raise LeaseLost(rules.expired_lease(refused.run, epoch)) from refused
 
     async def release_lease(
         self,

@@ -100,7 +100,8 @@ class LeaseUnavailable(ThreadStoreError):
 
 
 class LeaseLost(ThreadStoreError):
-    """Renew/release/finish found another epoch: this worker no longer drives the run."""
+    """Renew/release/finish found another epoch, or a renewal found this worker's own lease
+    already run out: this worker no longer drives the run."""
 
 
 class CommitConflict(ThreadStoreError):

@@ -43,6 +43,10 @@ _RUNNABLE_VALUES: Final = {
 }
 _RUNNABLE_CONDITION: Final = "#status IN (:queued, :running, :suspended)"
 _LEASE_HELD: Final = all_of("lease_owner = :me", "epoch = :epoch")
+#: a renewal extends only a lease that has not run out: a holder that stalled past it (a GC
+#: pause, a frozen container) may already have been replaced in the queue's eyes (its record
+#: came back), so it must stop, not carry on under a lease the next delivery cannot see lost
+_LEASE_LIVE: Final = all_of(_LEASE_HELD, "lease_until > :now")
 _LEASE_DEAD: Final = "(attribute_not_exists(lease_owner) OR lease_until <= :now)"
 #: a put that must create its item: a message position, a run, a thread, a tool-call claim
 _NEW_ITEM: Final = "attribute_not_exists(pk)"
@@ -180,7 +184,7 @@ def renew_update(
         table,
         run_id,
         sets=("lease_until = :until", "updated_at = :now", "sweep_at = :sweep"),
-        condition=_LEASE_HELD,
+        condition=_LEASE_LIVE,
         values={
             **_leased(worker, epoch, now),
             ":until": n_attr(until),

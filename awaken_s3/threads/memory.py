@@ -172,16 +172,21 @@ class InMemoryThreadStore:
         epoch: int,
         change: Callable[[RunState, float], RunState],
         applied: Callable[[RunState], bool] | None = None,
+        *,
+        live: bool = False,
     ) -> RunState:
         async with self._lock:
             run = await self.get_run(run_id)
+            now = self._clock()
             if not rules.holds_lease(run, worker, epoch):
                 if applied is not None and applied(run):
                     return run
                 raise LeaseLost(
                     f"run {run_id} is leased by {run.lease.owner!r} at epoch {run.lease.epoch}"
                 )
-            updated = change(run, self._clock())
+            if live and not rules.renewal_holds(run, worker, epoch, now=now):
+                raise LeaseLost(rules.expired_lease(run, epoch))
+            updated = change(run, now)
             self._runs[run_id] = updated
             return updated
 
@@ -193,7 +198,7 @@ class InMemoryThreadStore:
                 run, now=now, lease_seconds=lease_seconds, sweep_grace=self._grace
             )
 
-        return await self._update_leased(run_id, worker, epoch, change)
+        return await self._update_leased(run_id, worker, epoch, change, live=True)
 
     async def release_lease(
         self,

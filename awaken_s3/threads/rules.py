@@ -116,6 +116,21 @@ def holds_lease(run: RunState, worker: str, epoch: int) -> bool:
     return run.lease.owner == worker and run.lease.epoch == epoch
 
 
+def renewal_holds(run: RunState, worker: str, epoch: int, *, now: float) -> bool:
+    """A renewal applies only to the holder's lease while it is still live: once it has run
+    out, the queue may already have handed the run to another delivery, which must be able to
+    claim it at a new epoch instead of finding a lease revived behind its back."""
+    return holds_lease(run, worker, epoch) and run.lease.lease_until > now
+
+
+def expired_lease(run: RunState, epoch: int) -> str:
+    """Why a renewal of ``run`` at ``epoch`` was refused although the lease is still ours."""
+    return (
+        f"run {run.run_id}: the lease of epoch {epoch} ran out at {run.lease.lease_until:.3f}; "
+        "an expired lease is never renewed"
+    )
+
+
 def commit_condition_holds(run: RunState, commit: TurnCommit) -> bool:
     return (
         run.lease.epoch == commit.epoch

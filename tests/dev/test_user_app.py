@@ -166,8 +166,10 @@ def test_a_user_s_app_runs_its_tools_concurrently_and_survives_a_kill_during_the
         "support_agents:app",
         "--provider",
         "openai",
+        # Long enough that a loaded machine does not take the first worker's lease from it
+        # while its tools run (the kill, not a stall, is what this test is about).
         "--lease-seconds",
-        "3",
+        "8",
         "--sweep-interval",
         "0",
         command=[awaken],

@@ -108,14 +108,15 @@ RUNNING = RunStatus.RUNNING
 @pytest.mark.parametrize(
     ("end", "run", "left", "expected"),
     [
-        # Ended runs: acknowledged, unless a checkpoint could not be deleted: then the next
-        # delivery of this record (which finds the run ended) deletes it.
+        # Ended runs: acknowledged, also when a checkpoint could not be deleted (S3 down): the
+        # leftover is stale and the sweeper's; keeping the record would feed the DLQ.
         (RunEnd.COMPLETED, state(RunStatus.COMPLETED), False, (Action.ACK, 0)),
-        (RunEnd.COMPLETED, state(RunStatus.COMPLETED), True, (Action.RETRY, RETRY_SOON)),
+        (RunEnd.COMPLETED, state(RunStatus.COMPLETED), True, (Action.ACK, 0)),
+        (RunEnd.FAILED, state(RunStatus.FAILED), True, (Action.ACK, 0)),
         (RunEnd.FAILED, state(RunStatus.FAILED), False, (Action.ACK, 0)),
         (RunEnd.CANCELLED, state(RunStatus.CANCELLED), False, (Action.ACK, 0)),
         (RunEnd.NOT_RUNNABLE, state(RunStatus.COMPLETED), False, (Action.ACK, 0)),
-        (RunEnd.NOT_RUNNABLE, state(RunStatus.COMPLETED), True, (Action.RETRY, RETRY_SOON)),
+        (RunEnd.NOT_RUNNABLE, state(RunStatus.COMPLETED), True, (Action.ACK, 0)),
         # Handed over: a continuation drives it.
         (RunEnd.SUSPENDED, state(RunStatus.SUSPENDED), False, (Action.CONTINUE, 0)),
         # Someone else's lease: a live holder (it renews every third of a lease) keeps its own

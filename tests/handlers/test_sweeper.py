@@ -152,3 +152,45 @@ def test_a_checkpoint_that_outlived_its_run_is_deleted_by_the_next_sweep(
 
     # r2 is still running: its checkpoint is what its next worker resumes from.
     assert aws.run(left) == ["r2"]
+
+
+@pytest.mark.slow
+def test_one_invocation_makes_several_passes_and_stops_when_time_runs_short(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A schedule fires once a minute; the deployed sweeper looks every 15 s within it, so a
+    # run whose message was lost between two passes is re-sent by the next one.
+    from awaken_s3.service import sweeper_job
+
+    monkeypatch.setenv("AWAKEN_SWEEP_GRACE_SECONDS", "0.01")
+    monkeypatch.setenv("AWAKEN_SWEEP_PASSES", "3")
+    monkeypatch.setenv("AWAKEN_SWEEP_PASS_EVERY_SECONDS", "15")
+    waits: list[float] = []
+
+    async def lose_a_start(services: Services, number: int) -> None:
+        await seed_run(
+            services.threads, f"r{number}", thread_id=f"t{number}", settings=RunSettings(model="m")
+        )
+
+    def between_passes(seconds: float) -> None:
+        # Instead of sleeping: a run whose start message is lost meanwhile.
+        waits.append(seconds)
+        aws.run(lambda services: lose_a_start(services, len(waits) + 1))
+
+    monkeypatch.setattr(sweeper_job, "sleep", between_passes)
+    aws.run(lambda services: lose_a_start(services, 1))
+    summary = sweeper_handler.lambda_handler(SCHEDULED, FakeContext().lambda_context)
+    # Each pass re-sends what is due (with a grace this short, r1 again as well).
+    assert summary["passes"] == 3 and summary["rescued"] >= 3
+    # Passes keep to their schedule from the start (this sleep does not pass any time).
+    assert len(waits) == 2 and 0 < waits[0] <= 15 < waits[1] <= 30
+    assert {RunMessage.model_validate_json(m["Body"]).run_id for m in aws.receive()} == {
+        "r1",
+        "r2",
+        "r3",
+    }
+    # With less time left than a pass needs after the wait, it stops after the first pass.
+    waits.clear()
+    short = FakeContext(remaining_ms=15_000).lambda_context
+    assert sweeper_handler.lambda_handler(SCHEDULED, short)["passes"] == 1
+    assert waits == []

@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from awaken_s3.service.config import SweeperSettings
+from awaken_s3.service.liveness import Path, Timing
+from awaken_s3.settings import StorageSettings
 from awaken_s3.threads.expressions import table_definition
 from tests.infra.cfn import Resolver, as_list, resources_of_type, role_statements
 
@@ -26,11 +29,11 @@ CONTRACT_ENV = {
     "AWAKEN_API_KEY_PARAM",
     "AWAKEN_API_KEY_SECRET",
     "AWAKEN_DEADLINE_MARGIN_SECONDS",
+    "AWAKEN_TURN_HEADROOM_SECONDS",
     "AWAKEN_LEASE_SECONDS",
     "AWAKEN_VISIBILITY_MARGIN_SECONDS",
     "AWAKEN_MAX_IDLE_SUSPENSIONS",
     "AWAKEN_MAX_INTERRUPTIONS",
-    "AWAKEN_SWEEP_GRACE_SECONDS",
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
     "POWERTOOLS_LOG_LEVEL",
@@ -250,10 +253,46 @@ def test_a_dead_worker_s_record_returns_about_one_lease_period_later(deployed: D
     env = deployed()["WorkerFunction"]["Properties"]["Environment"]["Variables"]
     lease = float(env["AWAKEN_LEASE_SECONDS"])
     margin = float(env["AWAKEN_VISIBILITY_MARGIN_SECONDS"])
-    grace = float(env["AWAKEN_SWEEP_GRACE_SECONDS"])
+    grace = StorageSettings.from_env(env).sweep_grace
     assert 0 < margin <= lease / 2
-    # The sweeper waits past the record's own return before it re-sends a crashed run.
-    assert grace > margin
+    # The sweeper waits past the record's own return before it re-sends a crashed run (by
+    # more than Lambda's 10 s init limit), and every function derives the same grace.
+    assert grace >= margin + 10
+    for name in ("ApiFunction", "SweeperFunction"):
+        other = deployed()[name]["Properties"]["Environment"]["Variables"]
+        assert StorageSettings.from_env(other).sweep_grace == grace
+
+
+def test_with_the_defaults_every_crash_is_resumed_within_three_lease_periods(
+    template: dict[str, Any], deployed: Deployed
+) -> None:
+    # The bound of every recovery path (awaken_s3.service.liveness, docs/THREADS.md), plus
+    # what comes on top of each (a receive, at most Lambda's 10 s init, a claim): the common
+    # paths within two leases, every path within three.
+    resources = deployed()
+    env = resources["WorkerFunction"]["Properties"]["Environment"]["Variables"]
+    sweeper = resources["SweeperFunction"]["Properties"]
+    (event,) = sweeper["Events"].values()
+    assert event["Properties"]["Schedule"] == "rate(1 minute)"
+    passes = SweeperSettings.from_env(sweeper["Environment"]["Variables"])
+    # Its passes fit in the function's time, with ample time for the last one.
+    assert (passes.passes - 1) * passes.pass_every + 10 <= int(sweeper["Timeout"])
+    timing = Timing(
+        lease=float(env["AWAKEN_LEASE_SECONDS"]),
+        visibility_margin=float(env["AWAKEN_VISIBILITY_MARGIN_SECONDS"]),
+        sweep_grace=StorageSettings.from_env(env).sweep_grace,
+        queue_visibility=float(resources["RunQueue"]["Properties"]["VisibilityTimeout"]),
+        sweep_period=passes.period,
+    )
+    assert timing.sweep_period == 15
+    start = 10.0
+    worst = {path: (timing.bound(path) + start) / timing.lease for path in Path}
+    assert max(worst.values()) <= 3, worst
+    # Only a death during the worker's init waits for the queue's own visibility timeout.
+    assert all(worst[path] <= 2 for path in Path if path is not Path.IN_INIT), worst
+    # A longer WorkerTimeout is the user's trade: its init deaths wait longer.
+    slow = deployed(WorkerTimeout="900")["RunQueue"]["Properties"]["VisibilityTimeout"]
+    assert int(slow) / timing.lease > 3
 
 
 def test_the_sweeper_runs_alone_every_minute_with_only_what_it_needs(deployed: Deployed) -> None:

@@ -124,6 +124,24 @@ def function(
     )
 
 
+def provision(sqs: Sqs, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    """The bucket and table ``env`` names (``AWAKEN_BUCKET``, ``AWAKEN_TABLE``) on the suite's
+    moto server, and ``env`` set for this process's handlers (the API's, the sweeper's)."""
+    import aioboto3
+
+    from awaken_s3.threads import create_table
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    boto3.client("s3", endpoint_url=sqs.endpoint_url).create_bucket(Bucket=env["AWAKEN_BUCKET"])
+
+    async def make_table() -> None:
+        async with aioboto3.Session().client("dynamodb", endpoint_url=sqs.endpoint_url) as db:
+            await create_table(db, env["AWAKEN_TABLE"])
+
+    asyncio.run(make_table())
+
+
 async def eventually(condition: Callable[[], bool], *, what: str, bound: float = HUNG) -> None:
     """Wait until ``condition()`` holds; the bound only catches a hung test."""
     deadline = time.monotonic() + bound

@@ -80,6 +80,14 @@ def handle_record(record: dict[str, Any]) -> bool:
     elif action == "visibility":
         change_visibility(record["receiptHandle"], int(body["seconds"]))
         return False
+    elif action == "zombie":
+        # The first receive outlives its visibility (a zombie); a later one holds the record
+        # (as a worker keeps its record hidden) and works on it a while.
+        if first:
+            time.sleep(float(body["first"]))
+        else:
+            change_visibility(record["receiptHandle"], 30)
+            time.sleep(float(body["then"]))
     elif action == "spawn_and_block":
         child = subprocess.Popen(["sleep", "300"])
         log(phase="spawned", child=child.pid)

@@ -265,12 +265,42 @@ async def test_fifo_groups_keep_their_order_and_never_run_two_batches_at_once(
     # Never two containers in one group at once (each holds the group's lock while working).
     assert all(e["exclusive"] for e in entries)
     for group in ("A", "B"):
-        order = [int(e["id"][1:]) for e in entries if e["group"] == group]
-        assert order == sorted(order), order
-        assert set(order) == {0, 1, 2}
+        seen = [int(e["id"][1:]) for e in entries if e["group"] == group]
+        # Each record's first processing comes in order. Later ones may repeat: a0's batch
+        # acknowledged a0 and a1 after their visibility ran out, and SQS refuses an expired
+        # receipt handle on a FIFO queue, so those records come back (at least once).
+        first = list(dict.fromkeys(seen))
+        assert first == sorted(first), seen
+        assert set(seen) == {0, 1, 2}
     # SQS handed group A out again while a0's invocation still ran (the case the event source
     # holds records for). moto hands out a1 and a2 then, skipping a0 (see docs/LOCAL.md).
     assert max(e["receive_count"] for e in entries if e["group"] == "A") >= 2
+    assert sqs.counts(url) == (0, 0)
+
+
+@pytest.mark.slow
+async def test_a_zombie_s_late_acknowledgement_leaves_the_record_its_successor_holds(
+    sqs: Sqs, handler_log: HandlerLog
+) -> None:
+    # The first invocation outlives the record's visibility: SQS hands the record to a second
+    # invocation, which holds it. The first one then succeeds and the event source deletes
+    # with the first receipt handle: SQS answers success and deletes nothing (moto alone
+    # would delete the record under its new holder).
+    url, _ = sqs.queue(visibility=1)
+    message_id = sqs.send(url, {"id": "r", "do": "zombie", "first": 2.5, "then": 4})
+    source = SqsEventSource(
+        url, function(handler_log, sqs, url), max_concurrency=2, endpoint_url=sqs.endpoint_url
+    )
+    async with source:
+        await eventually(lambda: len(source.results()) >= 1, what="the zombie's invocation")
+        zombie = source.results()[0]
+        assert zombie.records[0].receive_count == 1 and zombie.deleted == (message_id,)
+        # Its successor still works on the record, and the record is still there.
+        assert [w.records[0].receive_count for w in source.busy()] == [2]
+        assert sqs.counts(url) == (0, 1)
+        await eventually(lambda: len(source.results()) >= 2, what="the successor's invocation")
+    successor = source.results()[1]
+    assert successor.records[0].receive_count == 2 and successor.deleted == (message_id,)
     assert sqs.counts(url) == (0, 0)
 
 

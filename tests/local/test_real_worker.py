@@ -3,22 +3,18 @@ the emulated context and event, and the run queued by the HTTP API completes."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from typing import Any
 
-import aioboto3
-import boto3
 import pytest
 
 from awaken_s3.demo.model import ANSWER
 from awaken_s3.local.containers import FunctionConfig
 from awaken_s3.local.event_source import EventSourceThread, SqsEventSource
-from awaken_s3.threads import create_table
 from handlers import api
 from tests.handlers.conftest import FakeContext, http_event
-from tests.local.conftest import Sqs, eventually_sync
+from tests.local.conftest import Sqs, eventually_sync, provision
 
 pytestmark = pytest.mark.slow
 
@@ -47,15 +43,7 @@ def test_the_worker_completes_a_queued_run_in_a_local_container(
         "POWERTOOLS_SERVICE_NAME": "awaken-test",
         "POWERTOOLS_METRICS_NAMESPACE": "awaken-test",
     }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    boto3.client("s3", endpoint_url=sqs.endpoint_url).create_bucket(Bucket=bucket)
-
-    async def make_table() -> None:
-        async with aioboto3.Session().client("dynamodb", endpoint_url=sqs.endpoint_url) as db:
-            await create_table(db, table)
-
-    asyncio.run(make_table())
+    provision(sqs, monkeypatch, env)
     thread = call_api("POST", "/threads")
     call_api(
         "POST",

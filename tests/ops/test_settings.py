@@ -30,3 +30,19 @@ def test_a_prefix_must_name_a_folder() -> None:
         StorageSettings.from_env(env)
     env["AWAKEN_CHECKPOINT_PREFIX"] = "runs/ckpt/"
     assert StorageSettings.from_env(env).checkpoint_prefix == "runs/ckpt/"
+
+
+def test_the_sweep_grace_follows_the_lease_and_the_visibility_margin() -> None:
+    # A dead worker's record comes back a margin after its lease ran out; the sweeper waits a
+    # third of a lease more before it re-sends the run, and no longer than that (what the
+    # queue lost must be re-sent within three leases of the crash).
+    base = {"AWAKEN_BUCKET": "b", "AWAKEN_TABLE": "t"}
+    assert StorageSettings.from_env(base).sweep_grace == 30.0  # 10 s margin + 60 s / 3
+    env = {**base, "AWAKEN_LEASE_SECONDS": "30", "AWAKEN_VISIBILITY_MARGIN_SECONDS": "5"}
+    assert StorageSettings.from_env(env).sweep_grace == 15.0
+    # An explicit grace wins (every function must be given the same one).
+    assert StorageSettings.from_env({**env, "AWAKEN_SWEEP_GRACE_SECONDS": "45"}).sweep_grace == 45
+    for name in ("AWAKEN_SWEEP_GRACE_SECONDS", "AWAKEN_LEASE_SECONDS"):
+        for bad in ("soon", "0", "-3", "nan"):
+            with pytest.raises(SettingsError, match=name):
+                StorageSettings.from_env({**base, name: bad})

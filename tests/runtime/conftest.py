@@ -81,6 +81,7 @@ def build_loop(
     renew_every: float | None = None,
     policy: CheckpointPolicy = EAGER,
     monotonic: Callable[[], float] = time.monotonic,
+    turn_headroom: float = 0.0,
 ) -> RunLoop:
     runner = TurnRunner(
         provider,
@@ -100,6 +101,7 @@ def build_loop(
         renew_every=renew_every,
         clock=clock,
         monotonic=monotonic,
+        turn_headroom=turn_headroom,
     )
 
 

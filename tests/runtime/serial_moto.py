@@ -6,7 +6,8 @@ snapshot of the whole table — erasing any other request that landed meanwhile.
 (and S3's conditional writes) are linearizable per item and isolate transactions. Racing
 workers against plain moto therefore see anomalies the real services never produce (two
 claims of one lease, a successful commit undone by a concurrent failed one), so the race
-tests run against this server: moto's own application, one request at a time.
+tests run against this server: moto's own application, one request at a time (and, as every
+local server, SQS's receipt-handle rules: awaken_s3.local.sqs_receipts).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from awaken_s3.local.moto import serve
 from awaken_s3.local.ports import free_port, wait_for_port
 
 
@@ -41,18 +43,8 @@ def serial_app(app: Any) -> Any:
 
 
 def main() -> None:
-    from moto.moto_server.werkzeug_app import (
-        DomainDispatcherApplication,
-        MotoRequestHandler,
-        create_backend_app,
-    )
-    from werkzeug.serving import run_simple
-
-    port = int(sys.argv[1])
-    app = DomainDispatcherApplication(create_backend_app)
-    run_simple(
-        "127.0.0.1", port, serial_app(app), threaded=True, request_handler=MotoRequestHandler
-    )
+    # With SQS's receipt-handle rules, as every local server (awaken_s3.local.moto).
+    serve(int(sys.argv[1]), wrap=serial_app)
 
 
 @contextmanager

@@ -413,3 +413,74 @@ async def test_a_run_cancelled_mid_turn_leaves_no_partial_behind(
     result = await make_loop(model, no_tools()).run("r1")
     assert result.end == RunEnd.CANCELLED and not result.checkpoint_left
     assert await checkpoints.get("r1") is None
+
+
+class HalfThenStall:
+    """Streams the first half of ``text``, then hangs (a stall: the process stops making
+    progress while its lease runs out); a request carrying a prefix streams the rest."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.stalled = asyncio.Event()
+        self.prefixes: list[str] = []
+        self.name = "stalling"
+
+    def capabilities(self, model: str) -> ProviderCapabilities:
+        return ProviderCapabilities(assistant_prefill=True)
+
+    def stream(self, request: ModelRequest) -> Any:
+        last = request.messages[-1]
+        prefix = last.text if last.role == "assistant" else ""
+        self.prefixes.append(prefix)
+        return self._events(prefix)
+
+    async def _events(self, prefix: str) -> Any:
+        half = len(self.text) // 2
+        if not prefix:
+            for event in text_deltas(self.text[:half]):
+                await asyncio.sleep(0)
+                yield event
+            self.stalled.set()
+            await asyncio.Event().wait()
+        for event in [*text_deltas(self.text[len(prefix) :]), *finish()]:
+            await asyncio.sleep(0)
+            yield event
+
+
+async def test_a_holder_that_stalled_past_its_lease_stops_and_the_run_is_claimed_afresh(
+    backend: Backend, clock: FakeClock
+) -> None:
+    # The holder renews often (real time) but its lease is on the fake wall clock: the clock
+    # jumping past the lease is a stall of the whole process (a GC pause, a frozen container)
+    # as the lease sees it. Its next renewal is refused although nobody claimed the run yet:
+    # it stops, hands the run over, and the next worker claims it at a new epoch.
+    from tests.runtime.conftest import build_loop
+
+    threads, checkpoints = backend.threads, backend.checkpoints
+    await seed_run(threads, prompt=PROMPT)
+    model = HalfThenStall(ANSWER)
+    holder = build_loop(
+        threads, checkpoints, model, no_tools(), worker="stalled", clock=clock, renew_every=0.01
+    )
+    holding = asyncio.create_task(holder.run("r1"))
+    await model.stalled.wait()
+    claimed = await threads.get_run("r1")
+    clock.advance(LEASE + 1)
+    async with asyncio.timeout(30):
+        result = await holding
+    assert result.end == RunEnd.SUSPENDED  # it stopped on its own and released the run
+    released = await threads.get_run("r1")
+    assert released.lease.owner is None
+    assert released.lease.epoch == claimed.lease.epoch  # never renewed past its expiry
+    assert released.lease.lease_until == 0
+    assert released.turn == 0 and await committed_texts(threads) == []
+
+    nxt = build_loop(threads, checkpoints, model, no_tools(), worker="next", clock=clock)
+    done = await nxt.run("r1")
+    assert done.end == RunEnd.COMPLETED
+    final = await threads.get_run("r1")
+    assert final.lease.epoch == claimed.lease.epoch + 1
+    assert await committed_texts(threads) == [ANSWER]  # the whole turn, once
+    # Resumed from everything the stalled holder streamed (its checkpoint), not restarted.
+    assert model.prefixes[-1] == ANSWER[: len(ANSWER) // 2]
+    assert await checkpoints.get("r1") is None

@@ -263,6 +263,41 @@ async def test_deadline_suspends_and_the_next_invocation_continues(
     assert effects.all() == ["add:0", "add:1"]
 
 
+async def test_near_its_deadline_an_invocation_hands_over_instead_of_starting_a_turn(
+    threads: ThreadStore, make_loop: LoopFactory
+) -> None:
+    # A turn cut at the deadline is resumed by a call that sends the thread again with the
+    # partial turn; handing over between steps costs only the next invocation. So once it
+    # has made progress, an invocation does not start a model turn within the headroom.
+    await seed_run(threads, prompt=PROMPT)
+    effects = Effects()
+    turns = tool_turns(2)
+    mono = FakeClock(1000.0)
+
+    async def slow_first_turn(turn: int, index: int) -> None:
+        if turn == 0 and index == 2:
+            mono.advance(25)  # 5 s left after turn 0: inside the 10 s headroom
+
+    provider = TurnAwareProvider(turns, pause=slow_first_turn)
+    loop = make_loop(provider, adding_registry(effects), monotonic=mono, turn_headroom=10)
+    first = await loop.run("r1", deadline=mono.now + 30)
+    assert first.end == RunEnd.SUSPENDED
+    assert (first.turns_committed, first.tool_calls) == (1, 1)  # its tool ran, turn 1 not begun
+    assert len(provider.requests) == 1
+    # The next invocation starts turn 1 afresh (no prefix to send) even with less time left
+    # than the headroom: it has made no progress yet, and a hand-over could only repeat.
+    second = make_loop(
+        provider, adding_registry(effects), worker="w2", monotonic=mono, turn_headroom=10
+    )
+    after = await second.run("r1", deadline=mono.now + 5)
+    assert after.turns_committed == 1
+    assert provider.requests[1].messages[-1].role == "user"  # a fresh turn, not a continuation
+    last = await make_loop(provider, adding_registry(effects), worker="w3").run("r1")
+    assert last.end == RunEnd.COMPLETED
+    assert await threads.load_messages("t1") == expected_thread(PROMPT, turns, ["1", "2"])
+    assert all(r.messages[-1].role == "user" for r in provider.requests)  # nothing was cut
+
+
 async def test_permanent_error_fails_the_run_with_its_classification(
     threads: ThreadStore, make_loop: LoopFactory
 ) -> None:

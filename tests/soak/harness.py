@@ -11,11 +11,24 @@ Faults, all seeded by ``SoakConfig.seed``:
   checkpoint deleted under its live writer (what an operator's clean-up can do); a corrupt
   object planted where a checkpoint lives; a valid partial of the current turn planted with
   an epoch the run never had (what a point-in-time restore of the table leaves behind);
-* the sweeper, run every few seconds, re-sends runs whose messages went to the dead-letter
+* the deployed sweeper (its Lambda handler, ``handlers/sweeper.py``, in a local container on a
+  schedule, with the template's passes) re-sends runs whose messages went to the dead-letter
   queue (a record killed ``maxReceiveCount`` times) and would fail runs that never move, and
   deletes checkpoints that outlived their runs once they have been quiet for its grace (a
   record that ran out of receives after its worker was killed between the final commit and
-  the delete leaves one); it runs once more, a grace after the last run ended.
+  the delete leaves one); it runs once more, a grace after the last run ended;
+* holders frozen (SIGSTOP) past their lease and thawed: a stalled holder must stop, not renew.
+
+Time runs 20 times faster than with the template's defaults, every ratio kept: a 3 s lease
+(60 s), a 0.5 s visibility margin (10 s), a 6 s worker timeout (120 s) and a queue visibility
+timeout 1.5 s above it (30 s), the sweeper scheduled every 3 s (a minute) with 4 passes 0.75 s
+apart (15 s), its grace derived from the lease and the margin as deployed. The queue is
+moto's, with SQS's receipt-handle rules (awaken_s3.local.sqs_receipts); the workers are fed by
+the SQS event-source emulator (Lambda's trigger), ``maxReceiveCount`` 5 as in the template.
+
+Measured: each kill (or freeze) of a worker that left its run undriven, to the run's next claim
+attempt by another worker, in lease periods, per recovery path (awaken_s3.service.liveness;
+:func:`recovery_samples`).
 
 Checked per run: it completed; every turn is committed exactly once and is the scripted
 whole turn; no incomplete tool call ran; the non-idempotent tool ran at most once (and a
@@ -28,7 +41,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
+import math
 import os
 import random
 import statistics
@@ -36,20 +51,20 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import aioboto3
 
 from awaken_s3.errors import StreamCheckpointError
-from awaken_s3.local.event_source import FunctionConfig, SqsEventSource
-from awaken_s3.maintenance import clean_leftovers
+from awaken_s3.local.event_source import BusyWorker, FunctionConfig, SqsEventSource
+from awaken_s3.local.schedule import ScheduledFunction
 from awaken_s3.messages import Message, ToolResultBlock, ToolUseBlock
 from awaken_s3.models import StreamCheckpoint, encode_checkpoint
 from awaken_s3.runtime.tools import OUTCOME_UNKNOWN
+from awaken_s3.service.liveness import Path as Path_
 from awaken_s3.service.queue import RunMessage, send_run_message
-from awaken_s3.service.sweeper import sweep
+from awaken_s3.settings import derived_sweep_grace
 from awaken_s3.stores.s3 import S3StreamCheckpointStore
 from awaken_s3.threads import RunSettings, RunStatus
 from awaken_s3.threads.dynamo import DynamoThreadStore, create_table, dynamodb_client_config
@@ -79,15 +94,28 @@ FAKE_AWS = {
 }
 
 
+#: how much faster than with the template's defaults the soak's clock runs (60 s -> 3 s)
+SPEED = 20.0
+
+
 @dataclass(frozen=True)
 class SoakConfig:
     runs: int = 16
     seed: int = 1
-    concurrency: int = 4
+    #: the template's WorkerMaxConcurrency
+    concurrency: int = 10
+    #: initialized containers beyond it (the warm environments Lambda keeps from earlier
+    #: invocations), so the soak's frequent kills rarely leave a delivery to a cold start
+    spare_containers: int = 4
     #: base probability of a kill at each point inside a worker (see worker_app.WEIGHTS)
     kill_p: float = 0.02
+    #: the weight of a death during init (worker_app.WEIGHTS): about one invocation in 500
+    #: dies there, the others mid-work; each such death waits for the queue's visibility
+    #: timeout (2.5 leases), so a run too short to hold 100 recoveries leaves them out (0)
+    init_kill_weight: float = 0.1
     #: mean seconds between external actions of each kind (0: never)
     external_kill_every: float = 2.0
+    pause_every: float = 10.0
     duplicate_every: float = 3.0
     delete_under_writer_every: float = 6.0
     plant_corrupt_every: float = 8.0
@@ -95,16 +123,45 @@ class SoakConfig:
     #: probability that a checkpoint delete fails with a 500
     delete_fail_p: float = 0.15
     fifo: bool = False
-    lease_seconds: float = 3.0
-    visibility_margin: float = 1.0
-    function_timeout: float = 20.0
-    deadline_margin: float = 2.0
-    #: the sweeper's grace: longer than a dead worker's record takes to come back
-    sweep_grace: float = 8.0
-    sweep_every: float = 2.0
+    lease_seconds: float = 60.0 / SPEED
+    visibility_margin: float = 10.0 / SPEED
+    function_timeout: float = 120.0 / SPEED
+    #: the template's 10 s, scaled, would leave 0.5 s for the final flush, the release and
+    #: the continuation on a loaded 2-core machine: 1 s
+    deadline_margin: float = 1.0
+    turn_headroom: float = 40.0 / SPEED
+    #: the template's WorkerTimeouts mapping: the worker timeout + 30 s
+    queue_visibility_over_timeout: float = 30.0 / SPEED
+    #: the deployed sweeper: scheduled every minute, 4 passes 15 s apart
+    sweep_every: float = 60.0 / SPEED
+    sweep_passes: int = 4
+    sweep_pass_every: float = 15.0 / SPEED
     max_receive_count: int = 5
     #: a hung soak's bound; runs not ended by then are reported stranded
     time_limit: float = 600.0
+
+    def at_speed(self, speed: float) -> SoakConfig:
+        """The template's defaults, ``speed`` times faster (every ratio kept)."""
+        return dataclasses.replace(
+            self,
+            lease_seconds=60.0 / speed,
+            visibility_margin=10.0 / speed,
+            function_timeout=120.0 / speed,
+            turn_headroom=40.0 / speed,
+            queue_visibility_over_timeout=30.0 / speed,
+            sweep_every=60.0 / speed,
+            sweep_pass_every=15.0 / speed,
+        )
+
+    @property
+    def sweep_grace(self) -> float:
+        """Derived as every deployed function derives it."""
+        return derived_sweep_grace(self.lease_seconds, self.visibility_margin)
+
+    @property
+    def queue_visibility(self) -> int:
+        # SQS (and moto) count visibility in whole seconds.
+        return math.ceil(self.function_timeout + self.queue_visibility_over_timeout)
 
 
 @dataclass
@@ -124,6 +181,8 @@ class SoakReport:
     invocations: Counter[str] = field(default_factory=Counter)
     #: seconds from a kill to the first model token of the same run after it
     resume_latencies: list[float] = field(default_factory=list)
+    #: each kill or freeze that left a run undriven, to the run's next claim attempt
+    recoveries: list[Sample] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     duration: float = 0.0
 
@@ -132,11 +191,11 @@ class SoakReport:
         return sum(self.kills_inside.values()) + self.kills_outside
 
     def percentile(self, q: float) -> float | None:
-        values = sorted(self.resume_latencies)
-        if not values:
-            return None
-        index = min(len(values) - 1, max(0, round(q / 100 * len(values)) - 1))
-        return values[index]
+        return percentile(self.resume_latencies, q)
+
+    def recovery_leases(self, q: float) -> float | None:
+        """A percentile of kill -> next claim over every recovery, in lease periods."""
+        return percentile([r.leases for r in self.recoveries], q)
 
     def summary(self) -> str:
         lines = [
@@ -157,9 +216,19 @@ class SoakReport:
                 f"p99={p99:.2f}s max={max(self.resume_latencies):.2f}s "
                 f"(mean {statistics.fmean(self.resume_latencies):.2f}s)"
             )
+        lines.extend(recovery_table(self.recoveries, lease=self.config.lease_seconds))
         lines.append(f"violations {len(self.violations)}")
         lines.extend(f"  - {v}" for v in self.violations[:50])
         return "\n".join(lines)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The nearest-rank percentile (pure)."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    index = min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))
+    return ordered[index]
 
 
 def run_id_of(seed: int) -> str:
@@ -192,6 +261,9 @@ class Soak:
             for s in self.seeds
         }
         self.external_kills: list[dict[str, Any]] = []
+        self.pauses: list[dict[str, Any]] = []
+        self.frozen: set[int] = set()
+        self.thawing: set[asyncio.Task[None]] = set()
         self.ended: set[str] = set()
         #: run id -> when the harness last wrote into its checkpoint's place
         self.planted_at: dict[str, float] = {}
@@ -211,7 +283,7 @@ class Soak:
             "AWAKEN_LEASE_SECONDS": str(self.config.lease_seconds),
             "AWAKEN_VISIBILITY_MARGIN_SECONDS": str(self.config.visibility_margin),
             "AWAKEN_DEADLINE_MARGIN_SECONDS": str(self.config.deadline_margin),
-            "AWAKEN_SWEEP_GRACE_SECONDS": str(self.config.sweep_grace),
+            "AWAKEN_TURN_HEADROOM_SECONDS": str(self.config.turn_headroom),
             # A soak kills far more often than production: the budget must not end a run.
             "AWAKEN_MAX_INTERRUPTIONS": "1000",
             "AWAKEN_MAX_IDLE_SUSPENSIONS": "50",
@@ -220,10 +292,20 @@ class Soak:
             "POWERTOOLS_LOG_LEVEL": "WARNING",
             "SOAK_SEED": str(self.config.seed),
             "SOAK_KILL_P": str(self.config.kill_p),
+            "SOAK_INIT_KILL_WEIGHT": str(self.config.init_kill_weight),
             "SOAK_DELETE_FAIL_P": str(self.config.delete_fail_p),
             "SOAK_KILLS_LOG": str(self.workdir / "kills.jsonl"),
             "SOAK_EFFECTS_LOG": str(self.workdir / "effects.jsonl"),
             "SOAK_STARTS_LOG": str(self.workdir / "starts.jsonl"),
+            "SOAK_LEASES_LOG": str(self.workdir / "leases.jsonl"),
+        }
+
+    def sweeper_env(self, endpoint: str, queue_url: str) -> dict[str, str]:
+        """The deployed sweeper's: the template's passes, scaled."""
+        return {
+            **self.env(endpoint, queue_url),
+            "AWAKEN_SWEEP_PASSES": str(self.config.sweep_passes),
+            "AWAKEN_SWEEP_PASS_EVERY_SECONDS": str(self.config.sweep_pass_every),
         }
 
     async def create_queue(self, sqs: Any) -> str:
@@ -238,7 +320,7 @@ class Soak:
             QueueName=f"soak-runs{suffix}",
             Attributes={
                 **attrs,
-                "VisibilityTimeout": str(int(self.config.function_timeout) + 5),
+                "VisibilityTimeout": str(self.config.queue_visibility),
                 "RedrivePolicy": json.dumps(
                     {
                         "deadLetterTargetArn": dlq_arn,
@@ -280,14 +362,13 @@ class Soak:
     async def chaos(
         self,
         source: SqsEventSource,
+        sweeper: ScheduledFunction,
         threads: DynamoThreadStore,
-        checkpoints: S3StreamCheckpointStore,
         s3: Any,
         sqs: Any,
         queue_url: str,
     ) -> None:
         tick = 0.2
-        next_sweep = time.monotonic() + self.config.sweep_every
         deadline = time.monotonic() + self.config.time_limit
         next_check = 0.0
         while time.monotonic() < deadline:
@@ -298,14 +379,16 @@ class Soak:
                 await self.refresh_ended(threads)
                 if not self.live_runs():
                     await self.drain(source, sqs, queue_url, deadline)
-                    # What the deployed sweeper does a minute later: anything still left
-                    # once it has been quiet for the grace outlived its run.
-                    await asyncio.sleep(self.config.sweep_grace)
-                    await self.clean_leftovers(threads, checkpoints)
+                    # The deployed sweeper's next invocation: anything still left once it has
+                    # been quiet for the grace outlived its run.
+                    await asyncio.sleep(self.config.sweep_grace + 0.5)
+                    await sweeper.invoke_now()
                     return
             live = self.live_runs()
             if self.due(self.config.external_kill_every, tick):
                 self.kill_one(source)
+            if self.due(self.config.pause_every, tick):
+                self.pause_one(source)
             if live and self.due(self.config.duplicate_every, tick):
                 run_id = self.rng.choice(live)
                 for _ in range(self.rng.randint(1, 3)):
@@ -324,10 +407,6 @@ class Soak:
                 self.report.actions["planted_corrupt"] += 1
             if live and self.due(self.config.plant_restored_every, tick):
                 await self.plant_restored(threads, s3, self.rng.choice(live))
-            if now >= next_sweep:
-                next_sweep = now + self.config.sweep_every
-                await self.sweep_once(threads, sqs, queue_url)
-                await self.clean_leftovers(threads, checkpoints)
 
     async def drain(
         self, source: SqsEventSource, sqs: Any, queue_url: str, deadline: float
@@ -351,17 +430,48 @@ class Soak:
                 return
             await asyncio.sleep(0.5)
 
+    def mid_work(self, source: SqsEventSource) -> list[BusyWorker]:
+        """Workers busy for at least half a second. At 20 times the speed, the moments before a
+        worker's first calls (which take as long as ever) would be a hundred times likelier to
+        be hit than on Lambda; deaths there come from the workers' own kill points
+        (``in_init``, ``before_claim``) at rates like production's."""
+        now = time.time()
+        return [w for w in source.busy() if now - w.started_at >= 0.5]
+
     def kill_one(self, source: SqsEventSource) -> None:
-        busy = source.busy()
+        busy = self.mid_work(source)
         if not busy:
             return
         worker = self.rng.choice(busy)
-        run_id = None
-        with contextlib.suppress(ValueError, KeyError, IndexError):
-            run_id = json.loads(worker.bodies[0])["run_id"]
+        victim = describe_worker(worker)
         if source.kill(worker.pid):
-            self.external_kills.append({"run_id": run_id, "at": time.time()})
+            self.external_kills.append({**victim, "at": time.time()})
             self.report.kills_outside += 1
+
+    def pause_one(self, source: SqsEventSource) -> None:
+        """Freeze a busy worker past its lease and its record's visibility, then thaw it."""
+        busy = [w for w in self.mid_work(source) if w.pid not in self.frozen]
+        if not busy:
+            return
+        worker = self.rng.choice(busy)
+        # Just past its lease and its record's visibility: it wakes to an expired lease.
+        stall = self.config.lease_seconds + self.config.visibility_margin
+        seconds = stall + self.rng.uniform(0.1, 0.5)
+        if not source.freeze(worker.pid):
+            return
+        self.frozen.add(worker.pid)
+        started = time.time()
+        self.pauses.append({**describe_worker(worker), "at": started, "until": started + seconds})
+        self.report.actions["frozen_past_the_lease"] += 1
+
+        async def thaw() -> None:
+            await asyncio.sleep(seconds)
+            source.freeze(worker.pid, frozen=False)
+            self.frozen.discard(worker.pid)
+
+        task = asyncio.create_task(thaw())
+        self.thawing.add(task)
+        task.add_done_callback(self.thawing.discard)
 
     async def plant_restored(self, threads: DynamoThreadStore, s3: Any, run_id: str) -> None:
         """A valid partial of the run's current turn under an epoch above the run's: what a
@@ -386,27 +496,17 @@ class Soak:
         self.planted_at[run_id] = time.time()
         self.report.actions["planted_restored"] += 1
 
-    async def sweep_once(self, threads: DynamoThreadStore, sqs: Any, queue_url: str) -> None:
-        async def send(message: RunMessage, epoch: int, rescues: int) -> object:
-            return await send_run_message(sqs, queue_url, message, epoch=epoch, turn=rescues)
-
-        swept = await sweep(
-            threads, send, now=time.time(), max_rescues=5, grace=self.config.sweep_grace
-        )
-        self.report.rescues += swept.rescued
-
-    async def clean_leftovers(
-        self, threads: DynamoThreadStore, checkpoints: S3StreamCheckpointStore
-    ) -> None:
-        cleaned = await clean_leftovers(
-            checkpoints,
-            threads,
-            now=datetime.now(UTC),
-            quiet_for=timedelta(seconds=self.config.sweep_grace),
-        )
-        for item in cleaned:
-            if item.action == "deleted":
-                self.report.actions["leftovers_the_sweeper_deleted"] += 1
+    def tally_sweeps(self, sweeper: ScheduledFunction) -> None:
+        for reply in sweeper.results():
+            if reply.outcome != "ok" or not isinstance(reply.response, dict):
+                self.report.actions[f"sweeper_{reply.outcome}"] += 1
+                continue
+            self.report.rescues += int(reply.response.get("rescued", 0))
+            self.report.actions["leftovers_the_sweeper_deleted"] += int(
+                reply.response.get("leftovers_deleted", 0)
+            )
+            self.report.actions["sweeper_passes"] += int(reply.response.get("passes", 0))
+        self.report.actions["sweeper_ticks_dropped"] += sweeper.throttled
 
     async def refresh_ended(self, threads: DynamoThreadStore) -> None:
         for run_id in self.live_runs():
@@ -452,6 +552,10 @@ class Soak:
         self.report.violations.extend(stray_effects(known_effects, effects))
 
     def tally(self) -> None:
+        # Kept with the workers' logs for a post-mortem (--keep).
+        with (self.workdir / "outside.jsonl").open("w", encoding="utf-8") as outside:
+            for event in [*self.external_kills, *self.pauses]:
+                outside.write(json.dumps(event) + "\n")
         for kill in _read_lines(self.workdir / "kills.jsonl"):
             self.report.kills_inside[kill["point"]] += 1
         for log in (self.workdir / "logs").glob("*.log"):
@@ -467,9 +571,16 @@ class Soak:
                             self.report.plans[plan] += int(sum(values))
         starts = _read_lines(self.workdir / "starts.jsonl")
         self.report.continuations = sum(1 for start in starts if start["prefix"] > 0)
+        inside = _read_lines(self.workdir / "kills.jsonl")
         self.report.resume_latencies = resume_latencies(
-            [*_read_lines(self.workdir / "kills.jsonl"), *self.external_kills],
-            _read_lines(self.workdir / "starts.jsonl"),
+            [*inside, *self.external_kills], _read_lines(self.workdir / "starts.jsonl")
+        )
+        self.report.recoveries = recovery_samples(
+            [*inside, *self.external_kills],
+            self.pauses,
+            _read_lines(self.workdir / "leases.jsonl"),
+            lease=self.config.lease_seconds,
+            max_receive_count=self.config.max_receive_count,
         )
 
     async def run(self) -> SoakReport:
@@ -513,11 +624,32 @@ class Soak:
                     region="us-east-1",
                     log_dir=self.workdir / "logs",
                     poll_interval=0.1,
+                    # Initialized ahead of invocations (see worker_app._warm_up), with spares:
+                    # a killed container's replacement takes as long to start as ever.
+                    provisioned=self.config.concurrency + self.config.spare_containers,
                 )
-                async with source:
-                    await self.chaos(source, threads, checkpoints, s3, sqs, queue_url)
+                sweeper = ScheduledFunction(
+                    FunctionConfig(
+                        "handlers.sweeper:lambda_handler",
+                        # The template's 60 s, scaled, would kill a pass of this loaded
+                        # machine's (a good part of its 0.75 s spacing, where a deployed pass
+                        # takes a fraction of 15 s): twice that. A tick that comes while an
+                        # invocation still runs is dropped, as reserved concurrency 1 does.
+                        timeout=2 * self.config.sweep_every,
+                        env=self.sweeper_env(endpoint, queue_url),
+                        cwd=str(REPO),
+                        name="sweeper",
+                    ),
+                    rate=self.config.sweep_every,
+                    log_dir=self.workdir / "logs",
+                )
+                async with source, sweeper:
+                    await self.chaos(source, sweeper, threads, s3, sqs, queue_url)
+                    for task in list(self.thawing):
+                        task.cancel()
                 for result in source.results():
                     self.report.invocations[result.outcome] += 1
+                self.tally_sweeps(sweeper)
                 await self.check(threads, checkpoints)
         self.tally()
         self.report.duration = time.monotonic() - started
@@ -543,6 +675,20 @@ async def checkpoint_exists(checkpoints: S3StreamCheckpointStore, run_id: str) -
         return await checkpoints.get(run_id) is not None
     except StreamCheckpointError:
         return True  # something unreadable is there
+
+
+def describe_worker(worker: BusyWorker) -> dict[str, Any]:
+    """The run and record a busy worker works on (batch size 1)."""
+    run_id = None
+    with contextlib.suppress(ValueError, KeyError, IndexError, TypeError):
+        run_id = json.loads(worker.bodies[0])["run_id"]
+    record = worker.records[0] if worker.records else None
+    return {
+        "run_id": run_id,
+        "pid": worker.pid,
+        "message_id": record.message_id if record else None,
+        "receive_count": record.receive_count if record else 0,
+    }
 
 
 def stray_effects(known: set[str], effects: Counter[str]) -> list[str]:
@@ -670,6 +816,177 @@ def resume_latencies(kills: list[dict[str, Any]], starts: list[dict[str, Any]]) 
         if after:
             latencies.append(after[0] - float(kill["at"]))
     return latencies
+
+
+#: kill points at which the dead worker had not claimed the run yet
+PRE_CLAIM_POINTS = {"in_init": Path_.IN_INIT, "before_claim": Path_.BEFORE_CLAIM}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One recovery: a worker died (or froze) leaving its run undriven, and the run's next
+    claim attempt by another worker came ``seconds`` later."""
+
+    path: str
+    #: what made that claim: the dead worker's own record, the sweeper's re-send, or another
+    #: message (a duplicate the soak sent, a continuation)
+    driver: str
+    seconds: float
+    lease: float
+    #: of ``seconds``, from the claiming invocation's handler start to its claim (this
+    #: machine's share: a cold container's imports, the first calls), when known
+    start: float = 0.0
+
+    @property
+    def leases(self) -> float:
+        return self.seconds / self.lease
+
+
+def recovery_samples(
+    kills: list[dict[str, Any]],
+    pauses: list[dict[str, Any]],
+    leases: list[dict[str, Any]],
+    *,
+    lease: float,
+    max_receive_count: int,
+) -> list[Sample]:
+    """Kill (or freeze) -> the run's next claim attempt, per recovery path (pure).
+
+    ``kills``/``pauses``: ``run_id``, ``pid``, ``message_id``, ``receive_count``, ``at`` (a
+    worker's own kills also ``point``; pauses ``until``); ``leases``: the workers' successful
+    claims (``ev`` "claim"), lease releases ("release") and batches hidden at the handler's
+    start ("hidden"), with ``run_id``, ``pid``, ``message_id``, ``receive_count``, ``at``
+    (claims also ``reason``, ``handler_at``). A worker that died before it claimed died
+    "before the claim" when it had hidden its record, "in init" otherwise.
+
+    A stop counts when it left the run undriven: the worker held the run's lease (its latest
+    claim, for the record it worked on, with no release since), or it had not claimed yet
+    and nobody else held a live lease. It ends at the run's next claim attempt by another
+    worker: a successful claim, or a worker that took up the run's record and died or froze
+    before it could claim (the delivery came in time; its death is a recovery of its own).
+    """
+    claims: dict[str, list[dict[str, Any]]] = {}
+    releases: dict[str, list[dict[str, Any]]] = {}
+    hidden: list[dict[str, Any]] = []
+    for event in sorted(leases, key=lambda e: float(e["at"])):
+        if event["ev"] == "hidden":
+            hidden.append(event)
+            continue
+        into = claims if event["ev"] == "claim" else releases
+        into.setdefault(str(event["run_id"]), []).append(event)
+    stops = sorted([*kills, *pauses], key=lambda e: float(e["at"]))
+
+    def took_its_batch(stop: dict[str, Any]) -> bool:
+        """Whether the dead worker had hidden its record before it died (or it died during
+        the runtime's init, as far as the queue can tell)."""
+        return stop.get("point") != "in_init" and any(
+            h["pid"] == stop["pid"]
+            and h["message_id"] == stop.get("message_id")
+            and int(h.get("receive_count") or 0) == int(stop.get("receive_count") or 0)
+            and float(h["at"]) < float(stop["at"])
+            for h in hidden
+        )
+
+    def claimed_in_its_invocation(stop: dict[str, Any]) -> bool:
+        if stop.get("point") in PRE_CLAIM_POINTS:
+            return False
+        return any(
+            c["pid"] == stop["pid"]
+            and c["message_id"] == stop.get("message_id")
+            and int(c.get("receive_count") or 0) == int(stop.get("receive_count") or 0)
+            and float(c["at"]) < float(stop["at"])
+            for c in claims.get(str(stop.get("run_id")), [])
+        )
+
+    pre_claim = [s for s in stops if not claimed_in_its_invocation(s)]
+
+    def stopped(pid: Any, after: float, before: float) -> bool:
+        return any(e["pid"] == pid and after < float(e["at"]) < before for e in stops)
+
+    def released(run_id: str, pid: Any, after: float, before: float) -> bool:
+        return any(
+            e["pid"] == pid and after <= float(e["at"]) < before for e in releases.get(run_id, [])
+        )
+
+    def latest_claim(run_id: str, before: float) -> dict[str, Any] | None:
+        earlier = [c for c in claims.get(run_id, []) if float(c["at"]) < before]
+        return earlier[-1] if earlier else None
+
+    samples: list[Sample] = []
+    for stop in stops:
+        run_id, at = str(stop.get("run_id")), float(stop["at"])
+        latest = latest_claim(run_id, at)
+        if any(stop is p for p in pre_claim):
+            live_holder = (
+                latest is not None
+                and latest["pid"] != stop["pid"]
+                and not released(run_id, latest["pid"], float(latest["at"]), at)
+                and not stopped(latest["pid"], float(latest["at"]), at)
+            )
+            if live_holder or "until" in stop:
+                continue  # nothing left undriven (or a frozen delivery, thawed to claim)
+            path = Path_.BEFORE_CLAIM if took_its_batch(stop) else Path_.IN_INIT
+        else:
+            holds = (
+                latest is not None
+                and latest["pid"] == stop["pid"]
+                and latest["message_id"] == stop.get("message_id")
+                and not released(run_id, stop["pid"], float(latest["at"]), at)
+            )
+            if not holds:
+                continue  # it had released the run, or the run was taken over already
+            path = Path_.STALLED if "until" in stop else Path_.HOLDER_DIED
+        attempts = [
+            *(c for c in claims.get(run_id, []) if float(c["at"]) > at and c["pid"] != stop["pid"]),
+            *(
+                p
+                for p in pre_claim
+                if str(p.get("run_id")) == run_id
+                and float(p["at"]) > at
+                and p["pid"] != stop["pid"]
+            ),
+        ]
+        if not attempts:
+            continue  # the run ended without another claim (killed after its final commit)
+        nxt = min(attempts, key=lambda a: float(a["at"]))
+        if nxt.get("message_id") == stop.get("message_id"):
+            driver = "own record"
+        elif nxt.get("reason") == "rescue":
+            driver = "sweeper"
+        else:
+            driver = "another message"
+        if int(stop.get("receive_count") or 0) >= max_receive_count:
+            # The record ran out of receives: its return went to the dead-letter queue.
+            path = Path_.DEAD_LETTERED
+        start = float(nxt["at"]) - float(nxt.get("handler_at") or nxt["at"])
+        samples.append(Sample(path.value, driver, float(nxt["at"]) - at, lease, start))
+    return samples
+
+
+def recovery_table(samples: list[Sample], *, lease: float) -> list[str]:
+    """The summary's lines: kill -> next claim per recovery path, in lease periods."""
+    if not samples:
+        return ["kill -> next claim: no recoveries measured"]
+
+    def stats(values: list[float]) -> str:
+        p = {q: percentile(values, q) or 0.0 for q in (50, 90, 99)}
+        return f"p50 {p[50]:.2f} p90 {p[90]:.2f} p99 {p[99]:.2f} max {max(values):.2f}"
+
+    lines = [
+        f"kill -> next claim, in lease periods ({lease:g}s): n={len(samples)} "
+        + stats([x.leases for x in samples]),
+        "  of which the claiming worker's own start (handler to claim): "
+        + stats([x.start / lease for x in samples]),
+    ]
+    for path in Path_:
+        mine = [x for x in samples if x.path == path.value]
+        if mine:
+            drivers = Counter(x.driver for x in mine)
+            lines.append(
+                f"  {path.value:<14} n={len(mine):<4} {stats([x.leases for x in mine])}  "
+                f"({', '.join(f'{d} {n}' for d, n in sorted(drivers.items()))})"
+            )
+    return lines
 
 
 @contextlib.asynccontextmanager

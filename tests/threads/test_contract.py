@@ -133,6 +133,27 @@ async def test_renew_extends_only_the_current_holder(store: ThreadStore, clock: 
         await store.renew_lease("r1", worker="w1", epoch=run.lease.epoch, lease_seconds=LEASE)
 
 
+async def test_an_expired_lease_is_never_renewed(store: ThreadStore, clock: FakeClock) -> None:
+    # A holder that stalled past its lease (a GC pause, a frozen container) wakes up and tries
+    # to renew before anyone claimed the run: refused, so that the delivery its record now
+    # makes finds the lease free and claims the run at a new epoch.
+    await seed_run(store)
+    run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
+    clock.advance(LEASE)  # exactly at the end: no longer live
+    with pytest.raises(LeaseLost, match="ran out"):
+        await store.renew_lease("r1", worker="w1", epoch=run.lease.epoch, lease_seconds=LEASE)
+    stored = await store.get_run("r1")
+    assert stored.lease.lease_until == pytest.approx(run.lease.lease_until)  # untouched
+    taken = await store.claim_run("r1", worker="w2", lease_seconds=LEASE)
+    assert taken.lease.epoch == run.lease.epoch + 1
+    # The stalled holder still gives the run up cleanly when the run is still its own...
+    clock.advance(LEASE)
+    again = await store.claim_run("r1", worker="w3", lease_seconds=LEASE)
+    clock.advance(LEASE + 1)
+    released = await store.release_lease("r1", worker="w3", epoch=again.lease.epoch)
+    assert released.lease.owner is None and released.status == RunStatus.SUSPENDED
+
+
 async def test_release_lets_the_next_worker_claim_at_once(store: ThreadStore) -> None:
     await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)

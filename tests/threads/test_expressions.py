@@ -142,11 +142,11 @@ def _only(request: dict[str, Any]) -> dict[str, Any]:
 
 FENCES: list[tuple[str, dict[str, Any], dict[str, Any], str, dict[str, Any]]] = [
     (
-        "renew: only the lease holder at its epoch",
+        "renew: only the lease holder at its epoch, and only while its lease is live",
         renew_update("tbl", "r1", worker="w1", epoch=7, now=10.0, lease_seconds=30.0),
         codec.run_key("r1"),
-        LEASE_HELD,
-        {":me": {"S": "w1"}, ":epoch": {"N": "7"}},
+        f"{LEASE_HELD} AND lease_until > :now",
+        {":me": {"S": "w1"}, ":epoch": {"N": "7"}, ":now": {"N": "10.000000"}},
     ),
     (
         "release: only the holder, and only while the run has not ended",
