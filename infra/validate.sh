@@ -43,7 +43,7 @@ if [ "${1:-}" = "--build" ]; then
         [ -f "$out/$fn/handlers/$handler.py" ] \
             || { echo "sam build: $fn artifact lacks its handler" >&2; exit 1; }
         [ ! -e "$out/$fn/tests" ] || { echo "sam build: tests/ leaked into $fn" >&2; exit 1; }
-        for pruned in demo dev local; do
+        for pruned in demo dev local testing project; do
             [ ! -e "$out/$fn/awaken_s3/$pruned" ] \
                 || { echo "sam build: awaken_s3/$pruned leaked into $fn" >&2; exit 1; }
         done
