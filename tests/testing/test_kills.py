@@ -13,8 +13,8 @@ from awaken_s3.testing.kills import (
     StreamState,
     checkpoint_ready,
     claim_marker,
-    read_plan,
     reached,
+    read_plan,
     write_plan,
 )
 
