@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 import pytest
 
@@ -14,7 +13,7 @@ from awaken_s3 import Agent, App, tool
 from awaken_s3.service.tool_environment import VARIABLE, parse_tool_environment
 from awaken_s3.settings import SettingsError
 from awaken_s3.streaming.scripted import ScriptedProvider, finish, text_turn, tool_call
-from tests.handlers.conftest import Aws, FakeContext, http_event
+from tests.handlers.conftest import Aws, api_call
 from tests.handlers.test_worker import deliver
 
 
@@ -62,19 +61,13 @@ def test_a_tool_reads_the_deployment_s_variables_when_it_runs(
     )
     handler = app.worker_handler(provider_factory=lambda: model)
     api = app.api_handler()
-
-    def call(method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        response = api(http_event(method, path, **kwargs), FakeContext().lambda_context)
-        assert int(response["statusCode"]) < 300, response
-        body: dict[str, Any] = json.loads(response["body"])
-        return body
-
-    thread = call("POST", "/threads")["thread_id"]
-    call("POST", f"/threads/{thread}/runs", body={"message": "my order is late", "run_id": "r1"})
+    thread = api_call(api, "POST", "/threads")["thread_id"]
+    body = {"message": "my order is late", "run_id": "r1"}
+    api_call(api, "POST", f"/threads/{thread}/runs", body=body)
     response, _ = deliver(aws, handler)
     assert response == {"batchItemFailures": []}
     assert seen == ["https://tickets.example"]
-    assert call("GET", "/runs/r1")["status"] == "completed"
+    assert api_call(api, "GET", "/runs/r1")["status"] == "completed"
 
 
 def test_a_variable_the_function_already_sets_otherwise_fails_the_handler_s_build(
