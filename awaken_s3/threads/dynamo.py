@@ -690,9 +690,7 @@ class DynamoThreadStore:
                     action, self._db.transact_write_items, expect=_CANCELLED, TransactItems=transact
                 )
             except ClientError as exc:
-                reasons: list[Mapping[str, Any]] = list(
-                    exc.response.get("CancellationReasons", [])
-                )
+                reasons: list[Mapping[str, Any]] = list(exc.response.get("CancellationReasons", []))
                 codes = parse_reason_codes(reasons)
                 if len(codes) > expr.LEASE_CHECK and codes[expr.LEASE_CHECK] == CONDITION_FAILED:
                     raise LeaseLost(f"run {run_id} is no longer at epoch {epoch}") from exc
