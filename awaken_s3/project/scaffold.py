@@ -92,7 +92,9 @@ def requirement_bounds(version: str) -> str:
 
 
 def _model_default(template: str) -> str:
-    found = re.search(r"^  Model:\n    Type: String\n    Default: (\S+)\n", template, re.M)
+    """The Model parameter's default: the Bedrock model a Bedrock project deploys with."""
+    block = re.search(r"^  Model:\n((?:    .*\n)+)", template, re.M)
+    found = re.search(r"^    Default: (\S+)$", block.group(1), re.M) if block else None
     if found is None:
         raise ProjectError("template.yaml has no default Model")
     return found.group(1)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from awaken_s3.dev.cli import project_app
+from tests.infra.cfn import load_template
 
 AWAKEN = str(Path(sys.executable).with_name("awaken-s3"))
 
@@ -52,7 +53,10 @@ def test_init_writes_a_project_that_depends_on_awaken_s3_with_the_provider_s_ext
     samconfig = tomllib.loads((project / "samconfig.toml").read_text())
     overrides = samconfig["default"]["deploy"]["parameters"]["parameter_overrides"]
     assert f"Provider={provider}" in overrides
-    if provider != "bedrock":
+    if provider == "bedrock":
+        model = load_template()["Parameters"]["Model"]["Default"]
+        assert f"Model={model}" in overrides  # the stack's own Bedrock default
+    else:
         assert f"ApiKeyParameterName=/support-desk/{provider}-api-key" in overrides
     # The output says how to point the dependency at a wheel or a checkout.
     assert "PIP_FIND_LINKS" in done.stdout
