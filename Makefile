@@ -44,15 +44,15 @@ typecheck: venv
 unit: venv
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS)
 
-# cfn-lint and sam validate --lint (in .venv-infra/, apart from .venv: aws-sam-cli's boto pins
-# clash with aioboto3's).
-infra:
-	PYTHON="$(INFRA_PYTHON)" bash infra/validate.sh
+# cfn-lint and sam validate --lint of template.yaml and of the template `awaken-s3 init` writes
+# (in .venv-infra/, apart from .venv: aws-sam-cli's boto pins clash with aioboto3's).
+infra: venv
+	PYTHON="$(INFRA_PYTHON)" AWAKEN_S3="$(BIN)/awaken-s3" bash infra/validate.sh
 
-# ... and a `sam build` of the three functions' artifact with an import smoke test (minutes,
-# and PyPI): not part of `make test`; CI runs it.
-build-check:
-	PYTHON="$(INFRA_PYTHON)" bash infra/validate.sh --build
+# ... and `sam build` of the three functions' artifact and of a freshly written project's, each
+# with an import smoke test (minutes, and PyPI): not part of `make test`; CI runs it.
+build-check: venv
+	PYTHON="$(INFRA_PYTHON)" AWAKEN_S3="$(BIN)/awaken-s3" bash infra/validate.sh --build
 
 test: lint typecheck infra unit
 

@@ -1,10 +1,10 @@
 """The ``awaken-s3`` command line.
 
-``demo`` runs the local end-to-end story, ``dev`` the local stack (awaken_s3.dev), ``runs
-watch`` follows a run through the HTTP API. ``checkpoints show|list|clean`` are operators'
-tools against real or local AWS: the variables they read are listed in their help
-(:data:`CHECKPOINTS_ENVIRONMENT`). A failure to reach AWS is one line naming the endpoint,
-bucket or table and the setting to change, never a traceback.
+``demo`` runs the local end-to-end story, ``dev`` the local stack (awaken_s3.dev), ``init``
+writes a new project (awaken_s3.project), ``runs watch`` follows a run through the HTTP API.
+``checkpoints show|list|clean`` are operators' tools against real or local AWS: the variables
+they read are listed in their help (:data:`CHECKPOINTS_ENVIRONMENT`). A failure to reach AWS is
+one line naming the endpoint, bucket or table and the setting to change, never a traceback.
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     from awaken_s3.dev.cli import add_parser as add_dev_parser
 
     add_dev_parser(sub)
+    from awaken_s3.project.cli import add_parser as add_init_parser
+
+    add_init_parser(sub)
     runs = sub.add_parser("runs", help="follow runs through the HTTP API")
     runs_sub = runs.add_subparsers(dest="action", required=True)
     watch = runs_sub.add_parser(
@@ -278,6 +281,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_demo()
     if args.command == "runs":
         return _runs(parser, args)
+    if args.command == "init":
+        from awaken_s3.project.cli import run as run_init
+
+        return run_init(args)
     if args.command == "dev":
         try:
             import moto  # noqa: F401  (the embedded server; checked before anything starts)

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Offline validation of template.yaml, for CI and by hand:
-#   infra/validate.sh            cfn-lint + sam validate --lint
-#   infra/validate.sh --build    ... and a `sam build` into a temporary directory (minutes, PyPI)
+# Offline validation of template.yaml and of the template `awaken-s3 init` writes from it, for
+# CI and by hand:
+#   infra/validate.sh            cfn-lint + sam validate --lint, of both templates
+#   infra/validate.sh --build    ... and `sam build` of this repository's artifact and of a
+#                                freshly written project's, each with an import smoke test
+#                                (minutes, PyPI)
 # The tools live in their own venv (.venv-infra/, created on first use from
-# infra/requirements-validate.txt) because aws-sam-cli's boto pins clash with aioboto3's.
+# infra/requirements-validate.txt) because aws-sam-cli's boto pins clash with aioboto3's; the
+# project is written by this checkout's awaken-s3 (AWAKEN_S3, default .venv/bin/awaken-s3).
 # Exits non-zero on any error or warning.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+AWAKEN_S3="${AWAKEN_S3:-.venv/bin/awaken-s3}"
 
 PYTHON="${PYTHON:-$(infra/find-python.sh 3.11 || infra/find-python.sh || echo python3.11)}"
 VENV="${INFRA_VENV:-.venv-infra}"
@@ -33,9 +38,18 @@ echo "== cfn-lint template.yaml"
 echo "== sam validate --lint"
 "$VENV/bin/sam" validate --lint --template-file template.yaml
 
+# A project as `awaken-s3 init` writes it: its template is derived from template.yaml.
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+project="$work/support-desk"
+[ -x "$AWAKEN_S3" ] || { echo "infra/validate.sh: $AWAKEN_S3 not found (make venv); set AWAKEN_S3=" >&2; exit 2; }
+"$AWAKEN_S3" init "$project" --provider anthropic >/dev/null
+echo "== cfn-lint, sam validate --lint: the template of a project awaken-s3 init wrote"
+"$VENV/bin/cfn-lint" "$project/template.yaml"
+"$VENV/bin/sam" validate --lint --template-file "$project/template.yaml"
+
 if [ "${1:-}" = "--build" ]; then
-    out="$(mktemp -d)"
-    trap 'rm -rf "$out"' EXIT
+    out="$work/build"
     echo "== sam build (into $out)"
     "$VENV/bin/sam" build --template-file template.yaml --build-dir "$out"
     for pair in WorkerFunction:worker ApiFunction:api SweeperFunction:sweeper; do
@@ -43,7 +57,7 @@ if [ "${1:-}" = "--build" ]; then
         [ -f "$out/$fn/handlers/$handler.py" ] \
             || { echo "sam build: $fn artifact lacks its handler" >&2; exit 1; }
         [ ! -e "$out/$fn/tests" ] || { echo "sam build: tests/ leaked into $fn" >&2; exit 1; }
-        for pruned in demo dev local; do
+        for pruned in demo dev local testing project; do
             [ ! -e "$out/$fn/awaken_s3/$pruned" ] \
                 || { echo "sam build: awaken_s3/$pruned leaked into $fn" >&2; exit 1; }
         done
@@ -72,5 +86,56 @@ if [ "${1:-}" = "--build" ]; then
     (cd "$bedrock" && env -i PATH=/usr/bin:/bin AWS_DEFAULT_REGION=us-east-1 "$(command -v "$PYTHON")" -I -c \
         'import sys; sys.path.insert(0, "."); import handlers.worker, boto3; from awaken_s3.providers.config import ProviderSettings, build_provider; build_provider(ProviderSettings(model="m", region="us-east-1")); import awaken_s3.runtime.loop, awaken_s3.stores.s3, awaken_s3.threads.dynamo; [boto3.client(s, region_name="us-east-1") for s in ("dynamodb", "s3", "sqs", "bedrock-runtime", "ssm", "secretsmanager", "sts")]; print("bedrock-only worker: OK")')
     du -sh "$bedrock"
+
+    # The project as its user builds it: SAM's standard Python builder (src/ as the
+    # functions, layer/requirements.txt as their layer), awaken-s3 found as a wheel of this
+    # checkout through PIP_FIND_LINKS, as the project's README says to do while awaken-s3 is
+    # not on an index. SAM's builder runs pip with a local interpreter of the runtime's
+    # version, found on PATH.
+    version="$(sed -n 's/^    Runtime: python//p' template.yaml)"
+    runtime_python="$(infra/find-python.sh "$version")" \
+        || { echo "sam build of a project needs a local python$version (the template's runtime)" >&2; exit 1; }
+    sam="$(pwd)/$VENV/bin/sam"
+    wheels="$work/wheels"
+    "$PYTHON" -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir "$wheels" .
+    build_project() {  # template (relative to the project), build directory
+        local started=$SECONDS
+        (cd "$project" && PATH="$(dirname "$runtime_python"):$PATH" \
+            PIP_FIND_LINKS="$wheels ${PIP_FIND_LINKS:-}" \
+            "$sam" build --template-file "$1" --build-dir "$2" >"$2.log" 2>&1) \
+            || { cat "$2.log" >&2; echo "sam build of the project failed" >&2; exit 1; }
+        echo "   built in $((SECONDS - started)) s"
+    }
+    echo "== sam build of the project awaken-s3 init wrote (into $work/project)"
+    built="$work/project"
+    build_project template.yaml "$built"
+    layer="$built/DependenciesLayer/python"
+    [ -d "$layer/awaken_s3" ] || { echo "the project's layer lacks awaken_s3" >&2; exit 1; }
+    ls "$layer"/pydantic_core/*-aarch64-linux-gnu.so >/dev/null \
+        || { echo "the project's layer is not built for arm64" >&2; exit 1; }
+    for pair in WorkerFunction:worker ApiFunction:api SweeperFunction:sweeper; do
+        fn="${pair%%:*}" handler="${pair##*:}"
+        [ -f "$built/$fn/support_desk/handlers/$handler.py" ] \
+            || { echo "the project's $fn lacks its handler" >&2; exit 1; }
+        # The functions hold the project's code only; every dependency is the layer's.
+        for stray in tests awaken_s3 pydantic layer requirements.txt; do
+            [ ! -e "$built/$fn/$stray" ] || { echo "$stray leaked into the project's $fn" >&2; exit 1; }
+        done
+    done
+    du -sh "$layer" "$built"/WorkerFunction
+    # Import the handlers from the artifact alone, for this host's architecture (an arm64
+    # artifact cannot be imported on x86_64): the function's package and the layer's python/,
+    # as Lambda puts them on sys.path, with nothing else.
+    arch="$(uname -m)"
+    [ "$arch" = aarch64 ] && arch=arm64
+    if [ "$arch" != arm64 ]; then
+        sed "s/\barm64\b/$arch/g" "$project/template.yaml" >"$project/template-$arch.yaml"
+        echo "== sam build of the project for this host ($arch), for the import smoke test"
+        built="$work/project-$arch"
+        build_project "template-$arch.yaml" "$built"
+    fi
+    env -i PATH=/usr/bin:/bin AWS_DEFAULT_REGION=us-east-1 "$runtime_python" -I -c \
+        'import sys; sys.path[:0] = sys.argv[1:]; import support_desk.handlers.worker, support_desk.handlers.api, support_desk.handlers.sweeper, awaken_s3.runtime.loop, awaken_s3.providers.anthropic; print("project handlers import: OK")' \
+        "$built/WorkerFunction" "$built/DependenciesLayer/python"
 fi
-echo "template.yaml: OK"
+echo "templates: OK"

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from awaken_s3.models import StreamCheckpoint
 
 #: RunQueue's properties in template.yaml, but for its name, visibility and redrive policy
 RUN_QUEUE_PROPERTIES: Final[dict[str, Any]] = {
@@ -133,6 +136,27 @@ def create_queues(sqs: Any, names: StackNames, *, worker_timeout: int) -> tuple[
     return queue_url, dlq_url
 
 
+def function_environment(stack: Stack, *, lease_seconds: float) -> dict[str, str]:
+    """The environment template.yaml gives the functions, on a local ``stack`` (the dev
+    server's, a test harness's), with the lease a local stack wants: short, so that a killed
+    worker's run resumes within seconds."""
+    from awaken_s3.settings import DEFAULT_CHECKPOINT_PREFIX
+
+    return {
+        "AWAKEN_BUCKET": stack.names.bucket,
+        "AWAKEN_TABLE": stack.names.table,
+        "AWAKEN_QUEUE_URL": stack.queue_url,
+        "AWAKEN_CHECKPOINT_PREFIX": DEFAULT_CHECKPOINT_PREFIX,
+        "AWAKEN_DEADLINE_MARGIN_SECONDS": "10",
+        "AWAKEN_LEASE_SECONDS": str(lease_seconds),
+        "AWAKEN_VISIBILITY_MARGIN_SECONDS": "1",
+        "AWAKEN_MAX_IDLE_SUSPENSIONS": "5",
+        "POWERTOOLS_SERVICE_NAME": "awaken-s3",
+        "POWERTOOLS_METRICS_NAMESPACE": "AwakenS3",
+        "POWERTOOLS_LOGGER_LOG_EVENT": "false",
+    }
+
+
 def create_stack(
     session: Any, names: StackNames, *, region: str, worker_timeout: int, endpoint_url: str | None
 ) -> Stack:
@@ -145,3 +169,24 @@ def create_stack(
     create_table(client("dynamodb"), names.table)
     queue_url, dlq_url = create_queues(client("sqs"), names, worker_timeout=worker_timeout)
     return Stack(names, queue_url, dlq_url)
+
+
+def read_checkpoint(s3: Any, bucket: str, run_id: str) -> tuple[StreamCheckpoint, str] | None:
+    """A run's checkpoint and its ETag, read with a boto3 S3 client; None when there is none
+    (or none that decodes)."""
+    from botocore.exceptions import ClientError
+
+    from awaken_s3.errors import StreamCheckpointError
+    from awaken_s3.models import decode_checkpoint
+    from awaken_s3.settings import DEFAULT_CHECKPOINT_PREFIX
+    from awaken_s3.stores.s3_protocol import object_key
+
+    try:
+        answer = s3.get_object(Bucket=bucket, Key=object_key(DEFAULT_CHECKPOINT_PREFIX, run_id))
+    except ClientError:
+        return None
+    version = str(answer["ETag"])
+    try:
+        return decode_checkpoint(answer["Body"].read(), run_id=run_id, version=version), version
+    except StreamCheckpointError:
+        return None

@@ -38,7 +38,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -47,10 +46,17 @@ from pathlib import Path
 from typing import Any, Final
 
 from awaken_s3.dev import apigw
-from awaken_s3.dev.resources import Stack, StackNames, create_stack
-from awaken_s3.local.lambda_context import LocalLambdaContext, function_arn
+from awaken_s3.dev.resources import (
+    Stack,
+    StackNames,
+    create_stack,
+    function_environment,
+    read_checkpoint,
+)
+from awaken_s3.local.lambda_context import LocalLambdaContext, in_process_context
+from awaken_s3.service.queue import run_id_of
 from awaken_s3.settings import DEFAULT_CHECKPOINT_PREFIX as CHECKPOINT_PREFIX
-from awaken_s3.stores.s3_protocol import object_key, run_id_from_key
+from awaken_s3.stores.s3_protocol import run_id_from_key
 
 DEFAULT_PORT: Final = 8787
 DEFAULT_SUB: Final = "dev-user"
@@ -104,14 +110,6 @@ class RunTimeline:
 
     writers: list[dict[str, Any]] = field(default_factory=list)
     invocations: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _record_run_id(body: str) -> str | None:
-    try:
-        value = json.loads(body).get("run_id")
-    except (ValueError, AttributeError):
-        return None
-    return value if isinstance(value, str) else None
 
 
 class DevStack:
@@ -235,18 +233,8 @@ class DevStack:
         assert self.stack is not None
         options = self.options
         env = {
-            "AWAKEN_BUCKET": self.stack.names.bucket,
-            "AWAKEN_TABLE": self.stack.names.table,
-            "AWAKEN_QUEUE_URL": self.stack.queue_url,
-            "AWAKEN_CHECKPOINT_PREFIX": CHECKPOINT_PREFIX,
-            "AWAKEN_DEADLINE_MARGIN_SECONDS": "10",
-            # Short, so that a killed worker's run resumes within seconds.
-            "AWAKEN_LEASE_SECONDS": str(options.lease_seconds),
-            "AWAKEN_VISIBILITY_MARGIN_SECONDS": "1",
-            "AWAKEN_MAX_IDLE_SUSPENSIONS": "5",
-            "POWERTOOLS_SERVICE_NAME": "awaken-s3",
-            "POWERTOOLS_METRICS_NAMESPACE": "AwakenS3",
-            "POWERTOOLS_LOGGER_LOG_EVENT": "false",
+            # A short lease, so that a killed worker's run resumes within seconds.
+            **function_environment(self.stack, lease_seconds=options.lease_seconds),
             "AWAKEN_DEV_SCRIPTED_DELAY": str(options.scripted_delay),
             "AWAKEN_DEV_SCRIPTED_CHUNK": str(options.scripted_chunk),
         }
@@ -352,16 +340,7 @@ class DevStack:
     # -- in-process functions
 
     def _context(self, name: str, timeout: float) -> LocalLambdaContext:
-        return LocalLambdaContext(
-            aws_request_id=str(uuid.uuid4()),
-            invoked_function_arn=function_arn(self.region, "123456789012", name),
-            deadline_ms=int((time.time() + timeout) * 1000),
-            function_name=name,
-            function_version="$LATEST",
-            memory_limit_in_mb="512",
-            log_group_name=f"/aws/lambda/{name}",
-            log_stream_name="dev",
-        )
+        return in_process_context(name, region=self.region, timeout=timeout, log_stream_name="dev")
 
     def invoke_api(self, event: dict[str, Any]) -> Any:
         with self._invoke_lock:
@@ -416,7 +395,7 @@ class DevStack:
 
     def _on_invocation(self, result: Any) -> None:
         for record in result.records:
-            run_id = _record_run_id(record.body)
+            run_id = run_id_of(record.body)
             if run_id is None:
                 continue
             with self._timeline_lock:
@@ -474,23 +453,8 @@ class DevStack:
                     last["text_length_last"] = entry["text_length_last"]
 
     def read_checkpoint(self, run_id: str) -> tuple[Any, str] | None:
-        from botocore.exceptions import ClientError
-
-        from awaken_s3.errors import StreamCheckpointError
-        from awaken_s3.models import decode_checkpoint
-
         assert self.stack is not None
-        try:
-            answer = self.client("s3").get_object(
-                Bucket=self.stack.names.bucket, Key=object_key(CHECKPOINT_PREFIX, run_id)
-            )
-        except ClientError:
-            return None
-        version = str(answer["ETag"])
-        try:
-            return decode_checkpoint(answer["Body"].read(), run_id=run_id, version=version), version
-        except StreamCheckpointError:
-            return None
+        return read_checkpoint(self.client("s3"), self.stack.names.bucket, run_id)
 
     def threads(self) -> list[dict[str, Any]]:
         """The dev identity's threads, newest first, each with its runs (a table scan: fine
@@ -580,7 +544,7 @@ class DevStack:
         workers = [
             {"pid": busy.pid, "started_at": busy.started_at, "log_stream": busy.log_stream_name}
             for busy in (self._source.busy() if self._source is not None else [])
-            if any(_record_run_id(record.body) == run_id for record in busy.records)
+            if any(run_id_of(record.body) == run_id for record in busy.records)
         ]
         with self._timeline_lock:
             timeline = self._timelines.get(run_id, RunTimeline())
@@ -623,7 +587,7 @@ class DevStack:
         if self._source is None:
             return []
         pids: list[int] = self._source.kill_busy(
-            lambda busy: any(_record_run_id(r.body) == run_id for r in busy.records)
+            lambda busy: any(run_id_of(r.body) == run_id for r in busy.records)
         )
         return pids
 

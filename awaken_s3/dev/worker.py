@@ -19,9 +19,9 @@ DEV_APP = "awaken_s3.dev.model:dev_app"
 
 
 def scripted() -> Provider:
-    from awaken_s3.dev.model import ToolCallingModel
+    from awaken_s3.dev.model import dev_model
 
-    return ToolCallingModel(
+    return dev_model(
         chunk=int(os.environ.get("AWAKEN_DEV_SCRIPTED_CHUNK") or 4),
         delay=float(os.environ.get("AWAKEN_DEV_SCRIPTED_DELAY") or 0.08),
     )

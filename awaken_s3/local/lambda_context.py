@@ -122,3 +122,20 @@ class LocalLambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, self.deadline_ms - int(self.clock() * 1000))
+
+
+def in_process_context(
+    name: str, *, region: str, timeout: float, log_stream_name: str = "local"
+) -> LocalLambdaContext:
+    """The context of one invocation of function ``name`` made in this process (the dev
+    server's and a test harness's API and sweeper), its deadline ``timeout`` seconds away."""
+    return LocalLambdaContext(
+        aws_request_id=str(uuid.uuid4()),
+        invoked_function_arn=function_arn(region, "123456789012", name),
+        deadline_ms=int((time.time() + timeout) * 1000),
+        function_name=name,
+        function_version=FUNCTION_VERSION,
+        memory_limit_in_mb="512",
+        log_group_name=log_group_name(name),
+        log_stream_name=log_stream_name,
+    )

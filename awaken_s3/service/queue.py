@@ -33,6 +33,18 @@ class RunMessage(BaseModel):
     reason: Reason = "start"
 
 
+def run_id_of(body: str) -> str | None:
+    """The run id a message body names, unchecked; None for a body that names none (pure,
+    never raises: for tools that watch the queue, not for the worker, which validates)."""
+    import json
+
+    try:
+        value = json.loads(body).get("run_id")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
 def is_fifo(queue_url: str) -> bool:
     return queue_url.rstrip("/").endswith(".fifo")
 

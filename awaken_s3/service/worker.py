@@ -403,10 +403,16 @@ def make_handler(
     ``provider_factory`` each agent's provider is the one its settings configure, built on
     first use and kept for the life of the process with the AWS clients; a factory runs once
     per invocation, on the process's loop, serves every agent, and a provider it returns with
-    ``aclose()`` is closed when the invocation ends.
+    ``aclose()`` is closed when the invocation ends. The tools' variables in
+    ``AWAKEN_TOOL_ENVIRONMENT`` are set in the environment here
+    (:mod:`awaken_s3.service.tool_environment`).
     """
     if app is not None and tools is not None:
         raise ValueError("give the tools to the app's agents, not to make_handler")
+    from awaken_s3.service.tool_environment import apply_tool_environment
+
+    # Before the first run: the tools read their settings from the environment.
+    apply_tool_environment()
     served: list[App] = []
 
     def resolve() -> App:

@@ -304,3 +304,16 @@ def emf_metrics(output: str) -> dict[str, float]:
                 values = value if isinstance(value, list) else [value]
                 totals[metric["Name"]] = totals.get(metric["Name"], 0) + sum(values)
     return totals
+
+
+def api_call(
+    handler: Callable[[dict[str, Any], LambdaContext], dict[str, Any]],
+    method: str,
+    path: str,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """A successful call of an HTTP API ``handler`` (an app's); its decoded body."""
+    response = handler(http_event(method, path, **kwargs), FakeContext().lambda_context)
+    assert int(response["statusCode"]) < 300, response
+    body: dict[str, Any] = json.loads(response["body"])
+    return body

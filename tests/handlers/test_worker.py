@@ -36,6 +36,7 @@ from tests.fixtures.clock import FakeClock
 from tests.handlers.conftest import (
     Aws,
     FakeContext,
+    api_call,
     emf_metrics,
     http_event,
     record_from_message,
@@ -389,10 +390,7 @@ def test_an_app_s_agent_runs_its_own_tools_once_and_the_run_completes(aws: Aws) 
     api_handler = app.api_handler()
 
     def app_api(method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        response = api_handler(http_event(method, path, **kwargs), FakeContext().lambda_context)
-        assert int(response["statusCode"]) < 300, response
-        body: dict[str, Any] = json.loads(response["body"])
-        return body
+        return api_call(api_handler, method, path, **kwargs)
 
     thread_id = app_api("POST", "/threads")["thread_id"]
     app_api(

@@ -593,6 +593,42 @@ def test_api_key_read_is_granted_only_on_the_configured_location(deployed: Deplo
     }
 
 
+def test_the_worker_gets_what_a_project_s_tools_need_and_only_when_given(
+    deployed: Deployed,
+) -> None:
+    plain = deployed()
+    assert "ManagedPolicyArns" not in plain["WorkerRole"]["Properties"]
+    assert not [a for a in _granted(plain, "WorkerRole") if a.startswith("secretsmanager:")]
+    worker_env = plain["WorkerFunction"]["Properties"]["Environment"]["Variables"]
+    assert "AWAKEN_TOOL_ENVIRONMENT" not in worker_env
+
+    policies = "arn:aws:iam::aws:policy/AmazonSESFullAccess,arn:aws:iam::123456789012:policy/t"
+    secrets = (
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:tickets-AbCdEf,"
+        "arn:aws:ssm:us-east-1:123456789012:parameter/tickets/url"
+    )
+    tools = deployed(
+        WorkerPolicyArns=policies,
+        ToolSecretArns=secrets,
+        ToolEnvironment='{"TICKETS_URL": "https://tickets.example"}',
+    )
+    assert tools["WorkerRole"]["Properties"]["ManagedPolicyArns"] == policies.split(",")
+    grants = _granted(tools, "WorkerRole")
+    assert grants["secretsmanager:GetSecretValue"] == set(secrets.split(","))
+    assert grants["ssm:GetParameter"] == set(secrets.split(","))
+    env = tools["WorkerFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["AWAKEN_TOOL_ENVIRONMENT"] == '{"TICKETS_URL": "https://tickets.example"}'
+    # Tools run in the worker only: the API and the sweeper get none of it.
+    for role in ("ApiRole", "SweeperRole"):
+        assert "ManagedPolicyArns" not in tools[role]["Properties"]
+        assert _granted(tools, role) == _granted(plain, role)
+    for function in ("ApiFunction", "SweeperFunction"):
+        assert (
+            "AWAKEN_TOOL_ENVIRONMENT"
+            not in (tools[function]["Properties"]["Environment"]["Variables"])
+        )
+
+
 def test_rules_reject_a_hosted_provider_without_key_or_model(template: dict[str, Any]) -> None:
     rules = template["Rules"]
 

@@ -1,0 +1,1 @@
+"""my-service: agents served by awaken-s3 (the app is in agents.py)."""
