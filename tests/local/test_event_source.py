@@ -279,6 +279,38 @@ async def test_fifo_groups_keep_their_order_and_never_run_two_batches_at_once(
 
 
 @pytest.mark.slow
+async def test_provisioned_containers_are_ready_ahead_of_records_and_replaced_when_one_dies(
+    sqs: Sqs, handler_log: HandlerLog
+) -> None:
+    url, _ = sqs.queue(visibility=30)
+    source = SqsEventSource(
+        url,
+        function(handler_log, sqs, url),
+        max_concurrency=1,
+        provisioned=2,  # one spare beyond the concurrency
+        endpoint_url=sqs.endpoint_url,
+    )
+    async with source:
+        await eventually(
+            lambda: len(source.containers()) == 2 and not any(c.busy for c in source.containers()),
+            what="two initialized containers",
+        )
+        first = {c.pid for c in source.containers()}
+        assert all(c.invocations == 0 for c in source.containers())
+        sqs.send(url, {"id": "m"})
+        await eventually(lambda: bool(source.results()), what="the record served")
+        assert not source.results()[0].cold_start
+        victim = next(iter(first))
+        assert source.kill(victim)
+        await eventually(
+            lambda: (
+                len(source.containers()) == 2 and victim not in {c.pid for c in source.containers()}
+            ),
+            what="the dead container replaced",
+        )
+
+
+@pytest.mark.slow
 async def test_a_zombie_s_late_acknowledgement_leaves_the_record_its_successor_holds(
     sqs: Sqs, handler_log: HandlerLog
 ) -> None:
