@@ -178,6 +178,10 @@ class SoakReport:
     #: processes); R2 resumes call no model
     continuations: int = 0
     rescues: int = 0
+    #: invocations that ran out of time without being frozen (a worker stops a deadline
+    #: margin early and a sweeper's passes fit its time, so only a machine too busy to give
+    #: them its time makes them time out): the latencies then measure the machine
+    starved: int = 0
     invocations: Counter[str] = field(default_factory=Counter)
     #: seconds from a kill to the first model token of the same run after it
     resume_latencies: list[float] = field(default_factory=list)
@@ -205,7 +209,9 @@ class SoakReport:
             f"kills {self.kills}: inside {dict(sorted(self.kills_inside.items()))}, "
             f"outside {self.kills_outside}",
             f"external actions {dict(sorted(self.actions.items()))}",
-            f"invocations {dict(sorted(self.invocations.items()))}, sweeper rescues {self.rescues}",
+            f"invocations {dict(sorted(self.invocations.items()))}, "
+            f"sweeper rescues {self.rescues}, "
+            f"timed out unfrozen (the machine starved them) {self.starved}",
             f"plans seen (completed invocations' metrics) {dict(sorted(self.plans.items()))}, "
             f"model calls continuing a saved prefix {self.continuations}",
         ]
@@ -500,6 +506,7 @@ class Soak:
         for reply in sweeper.results():
             if reply.outcome != "ok" or not isinstance(reply.response, dict):
                 self.report.actions[f"sweeper_{reply.outcome}"] += 1
+                self.report.starved += reply.outcome == "timeout"
                 continue
             self.report.rescues += int(reply.response.get("rescued", 0))
             self.report.actions["leftovers_the_sweeper_deleted"] += int(
@@ -647,8 +654,11 @@ class Soak:
                     await self.chaos(source, sweeper, threads, s3, sqs, queue_url)
                     for task in list(self.thawing):
                         task.cancel()
+                frozen = {pause["pid"] for pause in self.pauses}
                 for result in source.results():
                     self.report.invocations[result.outcome] += 1
+                    if result.outcome == "timeout" and result.pid not in frozen:
+                        self.report.starved += 1
                 self.tally_sweeps(sweeper)
                 await self.check(threads, checkpoints)
         self.tally()
