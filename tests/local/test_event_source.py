@@ -202,8 +202,9 @@ async def test_an_exception_an_exit_a_kill_and_a_timeout_delete_nothing_and_reco
         assert second.started_at - received_ms / 1000 >= 4.0
     timed_out, after = served(source, "slow")
     assert timed_out.pid is not None and process_gone(timed_out.pid)
+    # Served elsewhere: a new container, or one another record left idle by then (which of
+    # the two depends on the order the records come back in, not on the event source).
     assert after.pid != timed_out.pid
-    assert after.cold_start
     # The timed-out handler saw its real deadline.
     [start] = [s for s in handler_log.lines("start") if s["request_id"] == timed_out.request_id]
     assert 0 < start["remaining_ms"] <= 2500

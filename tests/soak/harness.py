@@ -377,14 +377,15 @@ class Soak:
         tick = 0.2
         deadline = time.monotonic() + self.config.time_limit
         next_check = 0.0
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline or self.starving(source, deadline):
             await asyncio.sleep(tick)
             now = time.monotonic()
             if now >= next_check:
                 next_check = now + 1.0
                 await self.refresh_ended(threads)
                 if not self.live_runs():
-                    await self.drain(source, sqs, queue_url, deadline)
+                    # Past the limit only when the machine starved the soak: a minute more.
+                    await self.drain(source, sqs, queue_url, max(deadline, time.monotonic() + 60))
                     # The deployed sweeper's next invocation: anything still left once it has
                     # been quiet for the grace outlived its run.
                     await asyncio.sleep(self.config.sweep_grace + 0.5)
@@ -435,6 +436,14 @@ class Soak:
             if waiting == 0 and not source.busy():
                 return
             await asyncio.sleep(0.5)
+
+    def starving(self, source: SqsEventSource, deadline: float) -> bool:
+        """Past the time limit, but the machine has been starving the soak (invocations nobody
+        froze time out): give the runs up to twice the limit again before calling them
+        stranded, since the limit is there to catch a run nobody drives, not a slow machine."""
+        frozen = {pause["pid"] for pause in self.pauses}
+        starved = any(r.outcome == "timeout" and r.pid not in frozen for r in source.results())
+        return starved and time.monotonic() < deadline + 2 * self.config.time_limit
 
     def mid_work(self, source: SqsEventSource) -> list[BusyWorker]:
         """Workers busy for at least half a second. At 20 times the speed, the moments before a
