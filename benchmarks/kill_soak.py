@@ -89,6 +89,7 @@ def main() -> int:
         total.plans.update(report.plans)
         total.continuations += report.continuations
         total.rescues += report.rescues
+        total.starved += report.starved
         total.invocations.update(report.invocations)
         total.resume_latencies.extend(report.resume_latencies)
         total.recoveries.extend(report.recoveries)

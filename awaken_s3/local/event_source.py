@@ -459,7 +459,12 @@ class SqsEventSource:
         """Keep ``provisioned`` containers initialized, replacing those that died."""
         while not self._stopping:
             with self._lock:
-                missing = self.provisioned - len(self._containers) - self._spawning
+                dead = [c for c in self._idle if not c.alive]
+            for container in dead:  # an idle one that died (a busy one's invocation reaps it)
+                await self._discard(container)
+            with self._lock:
+                alive = sum(1 for c in self._containers.values() if c.alive)
+                missing = self.provisioned - alive - self._spawning
             if missing > 0:
                 try:
                     container = await self._spawn()

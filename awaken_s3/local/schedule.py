@@ -68,6 +68,7 @@ class ScheduledFunction:
         self._container: Container | None = None
         self._lock = asyncio.Lock()
         self._ticker: asyncio.Task[None] | None = None
+        self._running: set[asyncio.Task[HostReply]] = set()
         self._results: list[HostReply] = []
         #: ticks dropped because the previous invocation still ran
         self.throttled = 0
@@ -84,6 +85,9 @@ class ScheduledFunction:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ticker
             self._ticker = None
+        for task in list(self._running):
+            task.cancel()
+        await asyncio.gather(*self._running, return_exceptions=True)
         async with self._lock:
             if self._container is not None:
                 await self._container.close()
@@ -114,8 +118,9 @@ class ScheduledFunction:
             if self._lock.locked():
                 self.throttled += 1
                 continue
-            async with self._lock:
-                await self._invoke()
+            task = asyncio.create_task(self.invoke_now())
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
 
     async def _invoke(self) -> HostReply:
         try:

@@ -140,3 +140,18 @@ def lambda_handler(event: dict[str, Any], context: Any) -> Any:
     log(phase="end", request_id=context.aws_request_id, failures=len(failures))
     print("a stray print from the handler")  # must not break the protocol
     return {"batchItemFailures": failures}
+
+
+def scheduled_handler(event: dict[str, Any], context: Any) -> Any:
+    """For the schedule's tests: logs the event and the deadline; waits while the file
+    ``EMULATOR_HOLD`` names exists."""
+    log(
+        phase="scheduled",
+        request_id=context.aws_request_id,
+        remaining_ms=context.get_remaining_time_in_millis(),
+        event=event,
+    )
+    hold = os.environ.get("EMULATOR_HOLD")
+    while hold and os.path.exists(hold):
+        time.sleep(0.02)
+    return {"served": context.aws_request_id}

@@ -178,6 +178,10 @@ class SoakReport:
     #: processes); R2 resumes call no model
     continuations: int = 0
     rescues: int = 0
+    #: invocations that ran out of time without being frozen (a worker stops a deadline
+    #: margin early and a sweeper's passes fit its time, so only a machine too busy to give
+    #: them its time makes them time out): the latencies then measure the machine
+    starved: int = 0
     invocations: Counter[str] = field(default_factory=Counter)
     #: seconds from a kill to the first model token of the same run after it
     resume_latencies: list[float] = field(default_factory=list)
@@ -205,7 +209,9 @@ class SoakReport:
             f"kills {self.kills}: inside {dict(sorted(self.kills_inside.items()))}, "
             f"outside {self.kills_outside}",
             f"external actions {dict(sorted(self.actions.items()))}",
-            f"invocations {dict(sorted(self.invocations.items()))}, sweeper rescues {self.rescues}",
+            f"invocations {dict(sorted(self.invocations.items()))}, "
+            f"sweeper rescues {self.rescues}, "
+            f"timed out unfrozen (the machine starved them) {self.starved}",
             f"plans seen (completed invocations' metrics) {dict(sorted(self.plans.items()))}, "
             f"model calls continuing a saved prefix {self.continuations}",
         ]
@@ -371,14 +377,15 @@ class Soak:
         tick = 0.2
         deadline = time.monotonic() + self.config.time_limit
         next_check = 0.0
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline or self.starving(source, deadline):
             await asyncio.sleep(tick)
             now = time.monotonic()
             if now >= next_check:
                 next_check = now + 1.0
                 await self.refresh_ended(threads)
                 if not self.live_runs():
-                    await self.drain(source, sqs, queue_url, deadline)
+                    # Past the limit only when the machine starved the soak: a minute more.
+                    await self.drain(source, sqs, queue_url, max(deadline, time.monotonic() + 60))
                     # The deployed sweeper's next invocation: anything still left once it has
                     # been quiet for the grace outlived its run.
                     await asyncio.sleep(self.config.sweep_grace + 0.5)
@@ -429,6 +436,14 @@ class Soak:
             if waiting == 0 and not source.busy():
                 return
             await asyncio.sleep(0.5)
+
+    def starving(self, source: SqsEventSource, deadline: float) -> bool:
+        """Past the time limit, but the machine has been starving the soak (invocations nobody
+        froze time out): give the runs up to twice the limit again before calling them
+        stranded, since the limit is there to catch a run nobody drives, not a slow machine."""
+        frozen = {pause["pid"] for pause in self.pauses}
+        starved = any(r.outcome == "timeout" and r.pid not in frozen for r in source.results())
+        return starved and time.monotonic() < deadline + 2 * self.config.time_limit
 
     def mid_work(self, source: SqsEventSource) -> list[BusyWorker]:
         """Workers busy for at least half a second. At 20 times the speed, the moments before a
@@ -500,6 +515,7 @@ class Soak:
         for reply in sweeper.results():
             if reply.outcome != "ok" or not isinstance(reply.response, dict):
                 self.report.actions[f"sweeper_{reply.outcome}"] += 1
+                self.report.starved += reply.outcome == "timeout"
                 continue
             self.report.rescues += int(reply.response.get("rescued", 0))
             self.report.actions["leftovers_the_sweeper_deleted"] += int(
@@ -647,8 +663,11 @@ class Soak:
                     await self.chaos(source, sweeper, threads, s3, sqs, queue_url)
                     for task in list(self.thawing):
                         task.cancel()
+                frozen = {pause["pid"] for pause in self.pauses}
                 for result in source.results():
                     self.report.invocations[result.outcome] += 1
+                    if result.outcome == "timeout" and result.pid not in frozen:
+                        self.report.starved += 1
                 self.tally_sweeps(sweeper)
                 await self.check(threads, checkpoints)
         self.tally()
