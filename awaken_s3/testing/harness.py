@@ -102,7 +102,11 @@ class RunOutcome:
     messages: list[dict[str, Any]]
     #: the recovery plans the run's turns were resumed with, in order (none: never resumed)
     plans: list[str]
-    #: each worker invocation's outcome, in order: ``ok``, ``error``, ``timeout``, ``killed``
+    #: each worker invocation's outcome, in order: ``ok``, ``error``, ``timeout``, ``killed``.
+    #: How many ``ok`` follow a kill depends on timing, as on Lambda: an invocation that finds
+    #: the dead worker's lease not yet run out hands its record back for later (``ok`` too),
+    #: and a duplicate delivery of an ended run is acknowledged (``ok``). Judge a resume by
+    #: :attr:`plans`, :attr:`kills` and the tools' runs, not by the count of invocations.
     invocations: list[str]
     kills: list[Kill] = field(default_factory=list)
 

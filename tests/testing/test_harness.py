@@ -8,9 +8,19 @@ from __future__ import annotations
 import pytest
 
 from awaken_s3.runtime.tools import OUTCOME_UNKNOWN
-from awaken_s3.testing import Harness, KillPoint
+from awaken_s3.testing import Harness, KillPoint, RunOutcome
 
 pytestmark = pytest.mark.slow
+
+
+def resumed_once_killed(run: RunOutcome) -> bool:
+    # One death, then invocations that ended normally: how many depends on whether the first
+    # found the dead worker's lease still running (it hands its record back for later).
+    return (
+        run.invocations[0] == "killed"
+        and set(run.invocations[1:]) == {"ok"}
+        and len(run.kills) == 1
+    )
 
 
 def test_a_call_cut_inside_its_arguments_is_dropped_and_never_run(awaken: Harness) -> None:
@@ -18,7 +28,7 @@ def test_a_call_cut_inside_its_arguments_is_dropped_and_never_run(awaken: Harnes
     awaken.kill_at(KillPoint.inside_tool_call("open_ticket"))
     second_cut = awaken.run("Where is A-17?")
     assert (second_cut.status, second_cut.plans) == ("completed", ["R2"])
-    assert second_cut.invocations == ["killed", "ok"]
+    assert resumed_once_killed(second_cut)
     assert [name for name, _ in second_cut.tool_calls] == ["lookup_order"]
     assert "open_ticket" not in {run.tool for run in awaken.tool_runs()}
     # The first call is cut: only the text survives, and the model goes on from it (R3).
@@ -35,7 +45,7 @@ def test_a_call_cut_inside_its_arguments_is_dropped_and_never_run(awaken: Harnes
 def test_a_turn_whose_calls_were_all_saved_resumes_without_the_model(awaken: Harness) -> None:
     awaken.kill_at(KillPoint.tool_calls_done())
     run = awaken.run("Where is A-17? And open a ticket.")
-    assert (run.status, run.plans, run.invocations) == ("completed", ["R2"], ["killed", "ok"])
+    assert (run.status, run.plans) == ("completed", ["R2"]) and resumed_once_killed(run)
     assert sorted(r.tool for r in awaken.tool_runs()) == ["lookup_order", "open_ticket"]
     # The tools' environment (the awaken_env fixture) reached the async tool in the worker.
     assert run.tool_result("open_ticket").content == "ticket in billing: late order"
@@ -53,7 +63,8 @@ def test_a_call_claimed_but_not_started_before_a_crash_never_runs(awaken: Harnes
     )
     # The next run passes the points of the last one: nothing is armed any more.
     again = awaken.run("Open a ticket.")
-    assert again.invocations == ["ok"] and len(awaken.tool_runs("open_ticket")) == 1
+    assert again.invocations and set(again.invocations) == {"ok"} and not again.kills
+    assert len(awaken.tool_runs("open_ticket")) == 1
 
 
 def test_a_kill_point_the_run_never_reaches_fails_the_test(awaken: Harness) -> None:
