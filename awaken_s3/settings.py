@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from awaken_s3.errors import AwakenError
+
 DEFAULT_CHECKPOINT_PREFIX = "checkpoints/"
 #: the run lease: how long a worker that dies without answering blocks its run
 DEFAULT_LEASE_SECONDS: Final = 60.0
@@ -41,7 +43,7 @@ def derived_sweep_grace(lease_seconds: float, visibility_margin: float) -> float
 DEFAULT_SWEEP_GRACE: Final = derived_sweep_grace(DEFAULT_LEASE_SECONDS, DEFAULT_VISIBILITY_MARGIN)
 
 
-class SettingsError(ValueError):
+class SettingsError(AwakenError, ValueError):
     """A required setting is missing or malformed."""
 
 

@@ -48,6 +48,7 @@ from typing import Any, Final
 
 from awaken_s3.dev import apigw
 from awaken_s3.dev.resources import Stack, StackNames, create_stack
+from awaken_s3.errors import AwakenError
 from awaken_s3.local.lambda_context import LocalLambdaContext, function_arn
 from awaken_s3.settings import DEFAULT_CHECKPOINT_PREFIX as CHECKPOINT_PREFIX
 from awaken_s3.stores.s3_protocol import object_key, run_id_from_key
@@ -69,7 +70,7 @@ _STATIC: Final = {
 }
 
 
-class DevError(Exception):
+class DevError(AwakenError):
     """The dev stack cannot start; the message says why and what to do."""
 
 

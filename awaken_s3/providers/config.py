@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.streaming.provider import Provider
 
 logger = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ DEFAULT_MODELS: dict[str, str] = {
 _WIRE_LOGGERS = ("botocore.parsers", "botocore.endpoint", "botocore.hooks")
 
 
-class ConfigError(ValueError):
+class ConfigError(AwakenError, ValueError):
     """The provider configuration is missing or inconsistent."""
 
 

@@ -34,6 +34,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
+from awaken_s3.failures import FailureCode
 from awaken_s3.ids import InvalidIdError
 from awaken_s3.providers.config import ProviderSettings
 from awaken_s3.service import runs
@@ -270,7 +271,7 @@ def agent_for(request: CreateRunRequest) -> Agent:
     try:
         return served_app().agent(request.agent)
     except UnknownAgent as exc:
-        raise _refused("agent", str(exc), "unknown_agent", exc.choices) from exc
+        raise _refused("agent", str(exc), FailureCode.UNKNOWN_AGENT, exc.choices) from exc
 
 
 def default_model(agent: Agent) -> str:
