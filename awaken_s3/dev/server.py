@@ -547,7 +547,9 @@ class DevStack:
         run_id = scoped_id(self.options.sub, public_run_id)
         db = self.client("dynamodb")
         item = db.get_item(
-            TableName=self.stack.names.table, Key=codec.run_key(run_id), ConsistentRead=True
+            TableName=self.stack.names.table,
+            Key=codec.to_wire(codec.run_key(run_id)),
+            ConsistentRead=True,
         ).get("Item")
         if item is None:
             return None
