@@ -1,9 +1,10 @@
 """Threads in DynamoDB: messages, run state with its lease, tool-call records.
 
 The contracts (:class:`RunStore`, :class:`ToolCallLedger`, :class:`RunSweepStore`, and
-:class:`ThreadStore` = runs + ledger), an in-memory backend and a DynamoDB backend that each
-implement all of them; the key design and the commit protocol are described in
-docs/THREADS.md.
+:class:`ThreadStore` = runs + ledger), and two backends, in memory and DynamoDB, that
+implement all of them through one algorithm (:mod:`awaken_s3.threads.persistence`) and one
+set of conditions (:mod:`awaken_s3.threads.conditions`); the key design and the commit
+protocol are described in docs/THREADS.md.
 """
 
 from __future__ import annotations
