@@ -48,5 +48,6 @@ if TYPE_CHECKING:
     from awaken_s3.threads.models import ToolCallRecord as ToolCallRecord
     from awaken_s3.threads.models import ToolCallStatus as ToolCallStatus
     from awaken_s3.threads.models import TurnCommit as TurnCommit
+    from awaken_s3.threads.persistence import BaseThreadStore as BaseThreadStore
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__)
