@@ -36,6 +36,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from awaken_s3.errors import AwakenError
+from awaken_s3.failures import FailureCode
 from awaken_s3.runtime.tools import Tool, ToolRegistry, as_tool
 from awaken_s3.threads.models import RunSettings
 
@@ -57,11 +59,11 @@ MAX_TURNS_LIMIT: Final = 100
 ProviderName = Literal["bedrock", "anthropic", "openai"]
 
 
-class AgentDefinitionError(ValueError):
+class AgentDefinitionError(AwakenError, ValueError):
     """An agent or app is defined in a way that cannot work (the message says how to fix it)."""
 
 
-class RunRequestRefused(ValueError):
+class RunRequestRefused(AwakenError, ValueError):
     """A run request asks for something the agent does not allow.
 
     ``field`` is the request field at fault, ``choices`` what would have been accepted.
@@ -74,7 +76,7 @@ class RunRequestRefused(ValueError):
         self.choices = tuple(choices)
 
 
-class UnknownAgent(LookupError):
+class UnknownAgent(AwakenError, LookupError):
     def __init__(self, name: str, choices: Sequence[str]) -> None:
         super().__init__(f"no agent named {name!r}; the agents are {', '.join(choices)}")
         self.name = name
@@ -217,7 +219,7 @@ def resolve_run_settings(
                 "tools",
                 f"agent {agent.name} has no tool {', '.join(repr(u) for u in unknown)}; its "
                 f"tools are {_names(tools)}",
-                kind="unknown_tool",
+                kind=FailureCode.UNKNOWN_TOOL,
                 choices=sorted(tools),
             )
         tools = chosen

@@ -1,13 +1,25 @@
-"""Errors raised by stream-checkpoint stores.
+"""The root of every error awaken-s3 raises, and the errors of the stream-checkpoint stores.
 
-Every store error derives from :class:`StreamCheckpointError`, so a caller
-that treats checkpoints as best-effort hints can catch one class.
+Every exception class of the package derives from :class:`AwakenError`, so a caller can tell
+the package's own failures from everything else with one class. Under it, each part keeps its
+own documented base (docs/ARCHITECTURE.md, "Errors: one tree"):
+
+* :class:`StreamCheckpointError`: every checkpoint-store error, so a caller that treats
+  checkpoints as best-effort hints can catch one class;
+* :class:`awaken_s3.threads.errors.ThreadStoreError`: every thread-store error;
+* :class:`awaken_s3.streaming.errors.ProviderError`: every provider error, classified by type;
+* the errors of configuration (``SettingsError``, ``ConfigError``), of ids, agents and tools,
+  each also a subclass of the built-in it always was (``ValueError``, ``TypeError``, ...).
 """
 
 from __future__ import annotations
 
 
-class StreamCheckpointError(Exception):
+class AwakenError(Exception):
+    """Base class of every exception awaken-s3 defines."""
+
+
+class StreamCheckpointError(AwakenError):
     """Base class of every stream-checkpoint store error.
 
     Transport and backend failures are raised as this class itself, with the

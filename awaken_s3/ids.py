@@ -12,11 +12,13 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
+from awaken_s3.errors import AwakenError
+
 MAX_ID_LENGTH = 128
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
-class InvalidIdError(ValueError):
+class InvalidIdError(AwakenError, ValueError):
     """An id that cannot safely name an object or an item."""
 
 

@@ -1,20 +1,39 @@
-"""Where the durable records live, from the environment.
+"""The environment the functions read, parsed once, by pydantic-settings.
 
-``AWAKEN_BUCKET`` (checkpoints and offloaded message bodies), ``AWAKEN_TABLE``
+One model per concern, each a :class:`EnvSettings`: :class:`StorageSettings` (here: where
+the durable records live), ``WorkerSettings``, ``SweeperSettings`` and ``ApiSettings``
+(:mod:`awaken_s3.service.config`), ``ProviderSettings`` (:mod:`awaken_s3.providers.config`).
+Each field names its variable; an empty variable counts as unset; a bad value is one
+:class:`SettingsError` naming the variable and what it must be.
+
+Storage: ``AWAKEN_BUCKET`` (checkpoints and offloaded message bodies), ``AWAKEN_TABLE``
 (threads and runs), ``AWAKEN_QUEUE_URL`` (continuations) and the optional
 ``AWAKEN_CHECKPOINT_PREFIX`` and ``AWAKEN_SWEEP_GRACE_SECONDS`` (how far past its due time
 an undriven run's ``sweep_at`` is set: every writer of the table must agree on it; by
 default it is derived from ``AWAKEN_LEASE_SECONDS`` and ``AWAKEN_VISIBILITY_MARGIN_SECONDS``,
 which every function of a deployment shares).
 Endpoints are botocore's business (``AWS_ENDPOINT_URL``): there is no endpoint setting here.
+
+Importing this module loads pydantic-settings: the handlers import it on their first
+invocation, not at their own import (their cold start is measured in docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Final
+from typing import Annotated, Any, ClassVar, Final, Self
+
+from pydantic import AliasChoices, BeforeValidator, Field, ValidationError
+from pydantic_core import PydanticCustomError, PydanticUndefined
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from awaken_s3.errors import AwakenError
 
 DEFAULT_CHECKPOINT_PREFIX = "checkpoints/"
 #: the run lease: how long a worker that dies without answering blocks its run
@@ -41,66 +60,165 @@ def derived_sweep_grace(lease_seconds: float, visibility_margin: float) -> float
 DEFAULT_SWEEP_GRACE: Final = derived_sweep_grace(DEFAULT_LEASE_SECONDS, DEFAULT_VISIBILITY_MARGIN)
 
 
-class SettingsError(ValueError):
+class SettingsError(AwakenError, ValueError):
     """A required setting is missing or malformed."""
 
 
-def positive_seconds(
-    env: Mapping[str, str], name: str, default: float, *, zero: bool = False
-) -> float:
-    """``name`` from ``env`` as a positive number of seconds (``default`` when unset;
-    ``zero``: 0 is allowed too)."""
-    raw = env.get(name)
-    if not raw:
-        return default
+def _refuse(must: str, raw: Any) -> PydanticCustomError:
+    return PydanticCustomError(
+        "setting", "must be {must}, got {got}", {"must": must, "got": repr(raw)}
+    )
+
+
+def _seconds(raw: Any, *, zero: bool) -> float:
     try:
         value = float(raw)
-    except ValueError:
+    except (TypeError, ValueError):
         value = -1.0
     if not (value > 0 or (zero and value == 0)):  # also NaN
-        kind = "a number of seconds >= 0" if zero else "a positive number of seconds"
-        raise SettingsError(f"{name} must be {kind}, got {raw!r}")
+        raise _refuse("a number of seconds >= 0" if zero else "a positive number of seconds", raw)
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class StorageSettings:
-    bucket: str
-    table: str
-    queue_url: str | None = None
-    checkpoint_prefix: str = DEFAULT_CHECKPOINT_PREFIX
-    sweep_grace: float = DEFAULT_SWEEP_GRACE
+def _count(raw: Any) -> int:
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise _refuse("a whole number", raw) from None
+    if value < 1:
+        raise PydanticCustomError("setting", "must be at least 1, got {got}", {"got": repr(raw)})
+    return value
+
+
+def _positive(raw: Any) -> float:
+    return _seconds(raw, zero=False)
+
+
+def _positive_or_unset(raw: Any) -> float | None:
+    return None if raw is None else _seconds(raw, zero=False)
+
+
+def _positive_or_zero(raw: Any) -> float:
+    return _seconds(raw, zero=True)
+
+
+#: a positive number of seconds
+Seconds = Annotated[float, BeforeValidator(_positive)]
+#: a number of seconds, 0 allowed
+SecondsOrZero = Annotated[float, BeforeValidator(_positive_or_zero)]
+#: a whole number, at least 1
+Count = Annotated[int, BeforeValidator(_count)]
+
+
+def env(
+    name: str,
+    default: Any = PydanticUndefined,
+    *,
+    alias_choices: tuple[str, ...] = (),
+    **kwargs: Any,
+) -> Any:
+    """A field read from the environment variable ``name`` (else the first of
+    ``alias_choices`` that is set)."""
+    alias: str | AliasChoices = AliasChoices(name, *alias_choices) if alias_choices else name
+    return Field(default, validation_alias=alias, **kwargs)
+
+
+class _Variables(EnvSettingsSource):
+    """pydantic-settings' environment source over a given mapping (``os.environ`` unless a
+    caller passes its own), empty variables left out as unset."""
+
+    def __init__(self, settings_cls: type[BaseSettings], variables: Mapping[str, str]) -> None:
+        self._variables = {name: value for name, value in variables.items() if value}
+        super().__init__(settings_cls, case_sensitive=True)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return self._variables
+
+
+class EnvSettings(BaseSettings):
+    """Settings of one concern, read from the environment by :meth:`from_env`; built
+    directly, a model takes its values as given (the environment is not read)."""
+
+    model_config = SettingsConfigDict(
+        case_sensitive=True, frozen=True, extra="forbid", populate_by_name=True
+    )
+    #: what a bad value raises
+    error: ClassVar[type[AwakenError]] = SettingsError
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Only what the caller passes: from_env reads the environment it is given, and a
+        # model built directly takes its values as given.
+        return (init_settings,)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
+        """The settings in ``environ`` (default: ``os.environ``)."""
+        values = _Variables(cls, os.environ if environ is None else environ)()
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise cls.error(_first_problem(exc)) from None
+
+
+def _first_problem(exc: ValidationError) -> str:
+    problem = exc.errors(include_url=False)[0]
+    where = problem["loc"][0] if problem["loc"] else ""
+    return f"{where} {problem['msg']}".strip()
+
+
+def _checkpoint_prefix(raw: Any) -> str:
+    # A prefix is a key *directory*: without the slash, "checkpoints" would also list
+    # "checkpoints-old/...", and keys would read "checkpointsrun-1.json".
+    prefix = str(raw)
+    if prefix and not prefix.endswith("/"):
+        raise PydanticCustomError("setting", "must end with '/', got {got}", {"got": repr(prefix)})
+    return prefix
+
+
+class StorageSettings(EnvSettings):
+    bucket: str = env("AWAKEN_BUCKET")
+    table: str = env("AWAKEN_TABLE", "")
+    queue_url: str | None = env("AWAKEN_QUEUE_URL", None)
+    checkpoint_prefix: Annotated[str, BeforeValidator(_checkpoint_prefix)] = env(
+        "AWAKEN_CHECKPOINT_PREFIX", DEFAULT_CHECKPOINT_PREFIX
+    )
+    #: ``AWAKEN_SWEEP_GRACE_SECONDS`` as set (None: derived, see :attr:`sweep_grace`)
+    configured_grace: Annotated[float | None, BeforeValidator(_positive_or_unset)] = env(
+        "AWAKEN_SWEEP_GRACE_SECONDS", None
+    )
+    lease_seconds: Seconds = env("AWAKEN_LEASE_SECONDS", DEFAULT_LEASE_SECONDS)
+    visibility_margin: Seconds = env("AWAKEN_VISIBILITY_MARGIN_SECONDS", DEFAULT_VISIBILITY_MARGIN)
+
+    @property
+    def sweep_grace(self) -> float:
+        """The grace every writer of the table sets ``sweep_at`` with: as configured, else
+        derived from the lease and the visibility margin (:func:`derived_sweep_grace`)."""
+        if self.configured_grace is not None:
+            return self.configured_grace
+        return derived_sweep_grace(self.lease_seconds, self.visibility_margin)
 
     @classmethod
     def from_env(
         cls,
-        env: Mapping[str, str] | None = None,
+        environ: Mapping[str, str] | None = None,
         *,
         need_queue: bool = False,
         need_table: bool = True,
-    ) -> StorageSettings:
+    ) -> Self:
         """``need_table=False``: for checkpoint-only work; ``table`` is then "" when unset."""
-        env = os.environ if env is None else env
+        variables = os.environ if environ is None else environ
         required = ("AWAKEN_BUCKET", "AWAKEN_TABLE") if need_table else ("AWAKEN_BUCKET",)
-        missing = [name for name in required if not env.get(name)]
-        if need_queue and not env.get("AWAKEN_QUEUE_URL"):
+        missing = [name for name in required if not variables.get(name)]
+        if need_queue and not variables.get("AWAKEN_QUEUE_URL"):
             missing.append("AWAKEN_QUEUE_URL")
         if missing:
             raise SettingsError(f"set {', '.join(missing)} in the environment")
-        prefix = env.get("AWAKEN_CHECKPOINT_PREFIX", DEFAULT_CHECKPOINT_PREFIX)
-        # A prefix is a key *directory*: without the slash, "checkpoints" would
-        # also list "checkpoints-old/...", and keys would read "checkpointsrun-1.json".
-        if prefix and not prefix.endswith("/"):
-            raise SettingsError(f"AWAKEN_CHECKPOINT_PREFIX must end with '/', got {prefix!r}")
-        derived = derived_sweep_grace(
-            positive_seconds(env, "AWAKEN_LEASE_SECONDS", DEFAULT_LEASE_SECONDS),
-            positive_seconds(env, "AWAKEN_VISIBILITY_MARGIN_SECONDS", DEFAULT_VISIBILITY_MARGIN),
-        )
-        grace = positive_seconds(env, "AWAKEN_SWEEP_GRACE_SECONDS", derived)
-        return cls(
-            bucket=env["AWAKEN_BUCKET"],
-            table=env.get("AWAKEN_TABLE", ""),
-            queue_url=env.get("AWAKEN_QUEUE_URL") or None,
-            checkpoint_prefix=prefix,
-            sweep_grace=grace,
-        )
+        return super().from_env(variables)

@@ -53,6 +53,7 @@ from awaken_s3.dev.resources import (
     function_environment,
     read_checkpoint,
 )
+from awaken_s3.errors import AwakenError
 from awaken_s3.local.lambda_context import LocalLambdaContext, in_process_context
 from awaken_s3.service.queue import run_id_of
 from awaken_s3.settings import DEFAULT_CHECKPOINT_PREFIX as CHECKPOINT_PREFIX
@@ -75,7 +76,7 @@ _STATIC: Final = {
 }
 
 
-class DevError(Exception):
+class DevError(AwakenError):
     """The dev stack cannot start; the message says why and what to do."""
 
 
@@ -510,7 +511,9 @@ class DevStack:
         run_id = scoped_id(self.options.sub, public_run_id)
         db = self.client("dynamodb")
         item = db.get_item(
-            TableName=self.stack.names.table, Key=codec.run_key(run_id), ConsistentRead=True
+            TableName=self.stack.names.table,
+            Key=codec.to_wire(codec.run_key(run_id)),
+            ConsistentRead=True,
         ).get("Item")
         if item is None:
             return None

@@ -24,12 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO
 
+from awaken_s3.errors import AwakenError
+
 TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
 #: said at the end of a run that committed no model turn of its own
 NO_TURN: Final = "no turn committed by this run"
 
 
-class WatchError(Exception):
+class WatchError(AwakenError):
     """The API could not be followed; the message says why."""
 
 

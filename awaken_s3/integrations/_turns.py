@@ -20,6 +20,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.messages import KeptBlock, Message, ProviderBlock, ToolUseBlock
 from awaken_s3.providers.classify import classify_http_error, error_fields
 from awaken_s3.stores.base import StreamCheckpointStore
@@ -37,7 +38,7 @@ from awaken_s3.streaming.turn_events import (
 )
 
 
-class ResumableTurnError(RuntimeError):
+class ResumableTurnError(AwakenError, RuntimeError):
     """The turn did not complete: it failed (``code`` is the classified error, e.g.
     ``retry_budget_exhausted``), or another writer took the checkpoint over (``fenced``)."""
 

@@ -20,11 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from awaken_s3.errors import AwakenError
+
 #: how an invocation ended, as the event source sees it
 Outcome = Literal["ok", "error", "timeout", "killed"]
 
 
-class InvalidBatchResponse(ValueError):
+class InvalidBatchResponse(AwakenError, ValueError):
     """A response that Lambda would treat as a complete failure of the batch."""
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.local.batch_response import Outcome
 from awaken_s3.local.lambda_context import (
     InvocationHeaders,
@@ -72,7 +73,7 @@ class HostReply:
     error: str | None = None
 
 
-class InitFailed(RuntimeError):
+class InitFailed(AwakenError, RuntimeError):
     """The container could not import the handler (or took too long)."""
 
 

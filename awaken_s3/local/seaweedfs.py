@@ -28,6 +28,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.local.ports import free_port
 
 DEFAULT_ACCESS_KEY = "testing"
@@ -58,7 +59,7 @@ def weed_command(weed: str, *, data_dir: str, port: int) -> list[str]:
     ]
 
 
-class _EarlyExit(RuntimeError):
+class _EarlyExit(AwakenError, RuntimeError):
     """weed exited before it served S3."""
 
 

@@ -26,12 +26,16 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BeforeValidator, SecretStr, model_validator
+from pydantic_core import PydanticCustomError
+from pydantic_settings import NoDecode
 
+from awaken_s3.errors import AwakenError
+from awaken_s3.settings import Count, EnvSettings, Seconds, SettingsError, env
 from awaken_s3.streaming.provider import Provider
 
 logger = logging.getLogger(__name__)
@@ -48,69 +52,76 @@ DEFAULT_MODELS: dict[str, str] = {
 _WIRE_LOGGERS = ("botocore.parsers", "botocore.endpoint", "botocore.hooks")
 
 
-class ConfigError(ValueError):
-    """The provider configuration is missing or inconsistent."""
+class ConfigError(SettingsError):
+    """The provider configuration is missing or inconsistent (a :class:`SettingsError`, and
+    so a ``ValueError``)."""
 
 
-class ProviderSettings(BaseModel):
+def _provider(raw: Any) -> str:
+    name = str(raw).strip().lower()
+    if name not in DEFAULT_MODELS:
+        raise PydanticCustomError(
+            "setting", "must be bedrock, anthropic or openai, not {got}", {"got": repr(name)}
+        )
+    return name
+
+
+def _prefill(raw: Any) -> bool | None:
+    if raw is None or isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text not in ("", "true", "false", "1", "0", "yes", "no"):
+        raise PydanticCustomError(
+            "setting", "must be true or false, not {got}", {"got": repr(text)}
+        )
+    return None if not text else text in ("true", "1", "yes")
+
+
+def _extra(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise PydanticCustomError("setting", "is not JSON: {why}", {"why": str(exc)}) from None
+    if not isinstance(raw, dict):
+        raise PydanticCustomError("setting", "must be a JSON object", {})
+    return raw
+
+
+class ProviderSettings(EnvSettings):
     """Which provider and model to use, and where its key lives (never the key itself)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    error: ClassVar[type[AwakenError]] = ConfigError
 
-    provider: ProviderName = "bedrock"
-    model: str
-    openai_base_url: str | None = None
-    anthropic_base_url: str | None = None
-    api_key_param: str | None = None
-    api_key_secret: str | None = None
-    api_key_secret_field: str | None = None
-    api_key_max_age: int = Field(default=300, ge=1)
-    idle_timeout: float = Field(default=60.0, gt=0)
-    prefill: bool | None = None
-    region: str | None = None
+    provider: Annotated[ProviderName, BeforeValidator(_provider)] = env(
+        "AWAKEN_PROVIDER", "bedrock"
+    )
+    #: default: the provider's (:data:`DEFAULT_MODELS`)
+    model: str = env("AWAKEN_MODEL", "")
+    openai_base_url: str | None = env("AWAKEN_OPENAI_BASE_URL", None)
+    anthropic_base_url: str | None = env("AWAKEN_ANTHROPIC_BASE_URL", None)
+    api_key_param: str | None = env("AWAKEN_API_KEY_PARAM", None)
+    api_key_secret: str | None = env("AWAKEN_API_KEY_SECRET", None)
+    api_key_secret_field: str | None = env("AWAKEN_API_KEY_SECRET_FIELD", None)
+    api_key_max_age: Count = env("AWAKEN_API_KEY_MAX_AGE", 300)
+    idle_timeout: Seconds = env("AWAKEN_PROVIDER_IDLE_TIMEOUT", 60.0)
+    prefill: Annotated[bool | None, BeforeValidator(_prefill)] = env("AWAKEN_PREFILL", None)
+    region: str | None = env("AWS_REGION", None, alias_choices=("AWS_DEFAULT_REGION",))
     #: fields sent with every request (the adapter's ``extra``)
-    extra: dict[str, Any] = Field(default_factory=dict)
+    extra: Annotated[dict[str, Any], NoDecode, BeforeValidator(_extra)] = env(
+        "AWAKEN_PROVIDER_EXTRA", default_factory=dict
+    )
 
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> ProviderSettings:
-        import os
-
-        env = os.environ if environ is None else environ
-        provider = (env.get("AWAKEN_PROVIDER") or "bedrock").strip().lower()
-        if provider not in DEFAULT_MODELS:
-            raise ConfigError(
-                f"AWAKEN_PROVIDER must be bedrock, anthropic or openai, not {provider!r}"
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.api_key_param and self.api_key_secret:
+            raise PydanticCustomError(
+                "setting", "set AWAKEN_API_KEY_PARAM or AWAKEN_API_KEY_SECRET, not both", {}
             )
-        prefill_raw = (env.get("AWAKEN_PREFILL") or "").strip().lower()
-        if prefill_raw not in ("", "true", "false", "1", "0", "yes", "no"):
-            raise ConfigError(f"AWAKEN_PREFILL must be true or false, not {prefill_raw!r}")
-        values: dict[str, Any] = {
-            "provider": provider,
-            "model": env.get("AWAKEN_MODEL") or DEFAULT_MODELS[provider],
-            "openai_base_url": env.get("AWAKEN_OPENAI_BASE_URL") or None,
-            "anthropic_base_url": env.get("AWAKEN_ANTHROPIC_BASE_URL") or None,
-            "api_key_param": env.get("AWAKEN_API_KEY_PARAM") or None,
-            "api_key_secret": env.get("AWAKEN_API_KEY_SECRET") or None,
-            "api_key_secret_field": env.get("AWAKEN_API_KEY_SECRET_FIELD") or None,
-            "prefill": None if not prefill_raw else prefill_raw in ("true", "1", "yes"),
-            "region": env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
-        }
-        if env.get("AWAKEN_API_KEY_MAX_AGE"):
-            values["api_key_max_age"] = int(env["AWAKEN_API_KEY_MAX_AGE"])
-        if env.get("AWAKEN_PROVIDER_IDLE_TIMEOUT"):
-            values["idle_timeout"] = float(env["AWAKEN_PROVIDER_IDLE_TIMEOUT"])
-        if env.get("AWAKEN_PROVIDER_EXTRA"):
-            try:
-                extra = json.loads(env["AWAKEN_PROVIDER_EXTRA"])
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"AWAKEN_PROVIDER_EXTRA is not JSON: {exc}") from exc
-            if not isinstance(extra, dict):
-                raise ConfigError("AWAKEN_PROVIDER_EXTRA must be a JSON object")
-            values["extra"] = extra
-        settings = cls(**values)
-        if settings.api_key_param and settings.api_key_secret:
-            raise ConfigError("set AWAKEN_API_KEY_PARAM or AWAKEN_API_KEY_SECRET, not both")
-        return settings
+        if not self.model:
+            # Frozen: the default model is the provider's, filled in once here.
+            object.__setattr__(self, "model", DEFAULT_MODELS[self.provider])
+        return self
 
 
 @contextmanager

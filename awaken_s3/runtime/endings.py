@@ -19,12 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from awaken_s3.failures import FailureCode
 from awaken_s3.streaming.outcome import ClassifiedError, TurnCompleted, Usage
 from awaken_s3.streaming.refusal import REFUSAL, refusal_of
 from awaken_s3.threads.models import RunStatus
 
 PAUSE_TURN: Final = "pause_turn"
-BUDGET_EXHAUSTED: Final = "budget_exhausted"
+BUDGET_EXHAUSTED: Final = FailureCode.BUDGET_EXHAUSTED
 #: longest refusal text copied into the run's error record
 MAX_ERROR_TEXT: Final = 1000
 
@@ -41,7 +42,9 @@ def turn_ending(turn: TurnCompleted) -> TurnEnding:
         return TurnEnding(None)
     if turn.stop_reason == REFUSAL:
         text = refusal_of(turn.message)[:MAX_ERROR_TEXT]
-        return TurnEnding(RunStatus.FAILED, ClassifiedError(REFUSAL, text, retryable=False))
+        return TurnEnding(
+            RunStatus.FAILED, ClassifiedError(FailureCode.REFUSAL, text, retryable=False)
+        )
     return TurnEnding(RunStatus.COMPLETED)
 
 

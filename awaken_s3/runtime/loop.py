@@ -38,6 +38,7 @@ from awaken_s3.errors import (
     CheckpointSchemaUnsupported,
     StreamCheckpointError,
 )
+from awaken_s3.failures import FailureCode
 from awaken_s3.messages import Message, ToolResultBlock, ToolUseBlock
 from awaken_s3.models import StoredCheckpoint
 from awaken_s3.runtime.endings import budget_error, turn_ending
@@ -132,11 +133,11 @@ class RunResult:
         return self.end == RunEnd.SUSPENDED
 
 
-STEP_LIMIT = "step_limit"
-THREAD_MOVED_ON = "thread_moved_on"
-UNKNOWN_TOOL = "unknown_tool"
-UNKNOWN_AGENT = "unknown_agent"
-NO_PROGRESS = "no_progress"
+STEP_LIMIT = FailureCode.STEP_LIMIT
+THREAD_MOVED_ON = FailureCode.THREAD_MOVED_ON
+UNKNOWN_TOOL = FailureCode.UNKNOWN_TOOL
+UNKNOWN_AGENT = FailureCode.UNKNOWN_AGENT
+NO_PROGRESS = FailureCode.NO_PROGRESS
 #: suspensions in a row without progress after which a run fails (see RunLoop)
 DEFAULT_MAX_IDLE_SUSPENSIONS = 5
 #: checkpoint faults an invocation repairs in place before it hands the run over

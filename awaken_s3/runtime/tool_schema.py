@@ -24,10 +24,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.runtime.tool_context import ToolContext
 
 
-class ToolDefinitionError(TypeError):
+class ToolDefinitionError(AwakenError, TypeError):
     """A function cannot be a tool as written (the message says which parameter and why)."""
 
 

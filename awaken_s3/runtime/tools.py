@@ -37,6 +37,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Generic, ParamSpec, TypeVar, overload
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.messages import ToolResultBlock, ToolUseBlock
 from awaken_s3.runtime.tool_context import ToolContext, idempotency_key, tool_logger
 from awaken_s3.runtime.tool_schema import (
@@ -70,7 +71,7 @@ REFUSED_LOG: Final = "tool call refused: not enabled for the run"
 TOOL_NAME_PATTERN: Final = r"^[A-Za-z0-9_-]{1,64}$"
 
 
-class ToolError(Exception):
+class ToolError(AwakenError):
     """Raised by a tool to report a failure in words meant for the model.
 
     Its message becomes the error result committed to the thread as is, so it must hold

@@ -34,10 +34,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
+from awaken_s3.failures import FailureCode
 from awaken_s3.ids import InvalidIdError
-from awaken_s3.providers.config import ProviderSettings
 from awaken_s3.service import runs
-from awaken_s3.service.config import allowed_models
 from awaken_s3.service.http_models import (
     MAX_BODY_BYTES,
     CreateRunRequest,
@@ -65,7 +64,6 @@ from awaken_s3.service.scoping import (
     validate_public_run_id,
     validate_public_thread_id,
 )
-from awaken_s3.settings import StorageSettings
 from awaken_s3.threads.errors import StoreUnavailable
 from awaken_s3.threads.models import RunSettings, RunState
 
@@ -245,6 +243,7 @@ def parse_body(model: type[M]) -> M:
 
 def with_services(operation: Callable[[Services], Awaitable[T]]) -> T:
     from awaken_s3.service.wiring import warm_runtime
+    from awaken_s3.settings import StorageSettings
 
     storage = StorageSettings.from_env(need_queue=True)
     runtime = warm_runtime()
@@ -270,12 +269,14 @@ def agent_for(request: CreateRunRequest) -> Agent:
     try:
         return served_app().agent(request.agent)
     except UnknownAgent as exc:
-        raise _refused("agent", str(exc), "unknown_agent", exc.choices) from exc
+        raise _refused("agent", str(exc), FailureCode.UNKNOWN_AGENT, exc.choices) from exc
 
 
 def default_model(agent: Agent) -> str:
     """The model a run of ``agent`` uses unless it names one: the agent's, else the
     environment's."""
+    from awaken_s3.providers.config import ProviderSettings
+
     return agent.model or ProviderSettings.from_env().model
 
 
@@ -283,6 +284,7 @@ def settings_for(request: CreateRunRequest) -> RunSettings:
     """The run's settings: the agent's, with the overrides it allows (422 otherwise, before
     anything is stored or enqueued)."""
     from awaken_s3.agents import RunRequestRefused, resolve_run_settings
+    from awaken_s3.service.config import allowed_models
 
     agent = agent_for(request)
     model = default_model(agent)

@@ -17,7 +17,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Final
 
-from awaken_s3.errors import CheckpointCorrupt, CheckpointSchemaUnsupported, StreamCheckpointError
+from awaken_s3.errors import (
+    AwakenError,
+    CheckpointCorrupt,
+    CheckpointSchemaUnsupported,
+    StreamCheckpointError,
+)
 from awaken_s3.models import PartialToolCall, StoredCheckpoint
 from awaken_s3.service.public_errors import public_error
 from awaken_s3.stores.base import StreamCheckpointStore
@@ -29,7 +34,7 @@ log = logging.getLogger("awaken_s3.partial")
 MAX_OFFSET: Final = 2**31 - 1
 
 
-class InvalidQuery(ValueError):
+class InvalidQuery(AwakenError, ValueError):
     """A query parameter that is not what the route accepts (the API answers 400)."""
 
 

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from http import HTTPStatus
 from typing import Any
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.messages import Message
 from awaken_s3.service.queue import RunMessage
 from awaken_s3.service.scoping import public_id, scoped_id
@@ -39,7 +40,7 @@ from awaken_s3.threads.models import RunSettings, RunState, RunStatus, Thread
 SendStart = Callable[[RunMessage], Awaitable[object]]
 
 
-class ApiError(Exception):
+class ApiError(AwakenError):
     """A request refused with ``status``, a stable ``code`` and a text for the caller."""
 
     def __init__(

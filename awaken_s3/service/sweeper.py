@@ -28,6 +28,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from awaken_s3.failures import FailureCode
 from awaken_s3.service.queue import RunMessage
 from awaken_s3.streaming.outcome import ClassifiedError
 from awaken_s3.threads.base import RunSweepStore
@@ -36,7 +37,7 @@ from awaken_s3.threads.models import RunState
 
 log = logging.getLogger("awaken_s3.sweeper")
 
-ABANDONED = "abandoned"
+ABANDONED = FailureCode.ABANDONED
 
 #: sends one run message; ``epoch`` and ``turn`` shape its deduplication id
 Send = Callable[[RunMessage, int, int], Awaitable[object]]

@@ -25,15 +25,15 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from awaken_s3.service.config import SweeperSettings
 from awaken_s3.service.logs import route_library_logs
 from awaken_s3.service.wiring import warm_runtime
-from awaken_s3.settings import StorageSettings
 
 if TYPE_CHECKING:
     from awaken_s3.maintenance import Cleaned
+    from awaken_s3.service.config import SweeperSettings
     from awaken_s3.service.queue import RunMessage
     from awaken_s3.service.sweeper import SweepReport
+    from awaken_s3.settings import StorageSettings
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "awaken-s3")
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "awaken-s3")
@@ -96,6 +96,11 @@ _SUMMED = ("examined", "rescued", "rescued_repeatedly", "abandoned", "skipped", 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(raise_on_empty_metrics=False)
 def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    # Imported here, not with the handler: the settings load pydantic-settings, which the
+    # handler's cold import need not pay for (docs/PERFORMANCE.md, "Cold start").
+    from awaken_s3.service.config import SweeperSettings
+    from awaken_s3.settings import StorageSettings
+
     storage, settings = StorageSettings.from_env(need_queue=True), SweeperSettings.from_env()
     started = time.monotonic()
     summary: dict[str, Any] = dict.fromkeys(_SUMMED, 0)

@@ -44,12 +44,11 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from awaken_s3.settings import StorageSettings
-
 if TYPE_CHECKING:
     import aioboto3
 
     from awaken_s3.providers.config import ProviderSettings
+    from awaken_s3.settings import StorageSettings
     from awaken_s3.stores.s3 import S3StreamCheckpointStore
     from awaken_s3.streaming.provider import Provider
     from awaken_s3.threads.dynamo import DynamoThreadStore

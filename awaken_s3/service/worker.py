@@ -47,6 +47,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.service.logs import route_library_logs
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ ProviderFactory = Callable[[], "Provider"]
 LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 
 
-class RecordKept(Exception):
+class RecordKept(AwakenError):
     """The record must come back later (see :func:`disposition`): it is reported failed."""
 
 

@@ -8,17 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from awaken_s3._lazy import lazy_attributes
+from awaken_s3._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from awaken_s3.stores.base import StreamCheckpointStore
-    from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
+    from awaken_s3.stores.base import StreamCheckpointStore as StreamCheckpointStore
+    from awaken_s3.stores.memory import (
+        InMemoryStreamCheckpointStore as InMemoryStreamCheckpointStore,
+    )
 
-_LAZY = {
-    "InMemoryStreamCheckpointStore": "awaken_s3.stores.memory",
-    "StreamCheckpointStore": "awaken_s3.stores.base",
-}
-
-__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
-
-__all__ = ["InMemoryStreamCheckpointStore", "StreamCheckpointStore"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__)

@@ -1,4 +1,4 @@
-"""Typed provider errors.
+"""Typed provider errors (under :class:`awaken_s3.errors.AwakenError`).
 
 Classification is by type, never by message text: each provider adapter maps
 its SDK's exceptions, HTTP statuses and in-stream error events to one of
@@ -9,11 +9,16 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from awaken_s3.errors import AwakenError
+from awaken_s3.failures import FailureCode
 
-class ProviderError(Exception):
+
+class ProviderError(AwakenError):
     retryable: ClassVar[bool] = False
-    #: a short stable name for metrics, logs and a failed run's error record
-    code: ClassVar[str] = "provider_error"
+    #: a short stable name for metrics, logs and a failed run's error record: a
+    #: :class:`~awaken_s3.failures.FailureCode` (an adapter of one's own may use a code of its
+    #: own, shown to API callers as "the run failed")
+    code: ClassVar[str] = FailureCode.PROVIDER_ERROR
 
     def __init__(
         self,
@@ -31,11 +36,11 @@ class ProviderError(Exception):
 
 class RetryableProviderError(ProviderError):
     retryable = True
-    code = "retryable"
+    code = FailureCode.RETRYABLE
 
 
 class ConnectionDropped(RetryableProviderError):
-    code = "connection_dropped"
+    code = FailureCode.CONNECTION_DROPPED
 
 
 class ProviderUnreachable(RetryableProviderError):
@@ -48,25 +53,25 @@ class ProviderUnreachable(RetryableProviderError):
     cause. ``url`` holds no user info, query or fragment (where a key may hide).
     """
 
-    code = "provider_unreachable"
+    code = FailureCode.PROVIDER_UNREACHABLE
     #: the endpoint as the message names it; None when the SDK did not say
     url: str | None = None
 
 
 class StreamStalled(RetryableProviderError):
-    code = "stream_stalled"
+    code = FailureCode.STREAM_STALLED
 
 
 class ServerError(RetryableProviderError):
-    code = "server_error"
+    code = FailureCode.SERVER_ERROR
 
 
 class Throttled(RetryableProviderError):
-    code = "throttled"
+    code = FailureCode.THROTTLED
 
 
 class Overloaded(RetryableProviderError):
-    code = "overloaded"
+    code = FailureCode.OVERLOADED
 
 
 class ToolCallsLost(RetryableProviderError):
@@ -76,41 +81,41 @@ class ToolCallsLost(RetryableProviderError):
     again usually yields whole calls.
     """
 
-    code = "tool_calls_lost"
+    code = FailureCode.TOOL_CALLS_LOST
 
 
 class PermanentProviderError(ProviderError):
     retryable = False
-    code = "permanent"
+    code = FailureCode.PERMANENT
 
 
 class InvalidRequest(PermanentProviderError):
-    code = "invalid_request"
+    code = FailureCode.INVALID_REQUEST
 
 
 class PrefillRejected(InvalidRequest):
     """The model refused a trailing assistant message (no prefill support)."""
 
-    code = "prefill_rejected"
+    code = FailureCode.PREFILL_REJECTED
 
 
 class AuthenticationFailed(PermanentProviderError):
-    code = "authentication_failed"
+    code = FailureCode.AUTHENTICATION_FAILED
 
 
 class QuotaExhausted(PermanentProviderError):
     """The account is out of credit or quota (a 429 that waiting does not cure)."""
 
-    code = "quota_exhausted"
+    code = FailureCode.QUOTA_EXHAUSTED
 
 
 class ModelNotFound(PermanentProviderError):
-    code = "model_not_found"
+    code = FailureCode.MODEL_NOT_FOUND
 
 
 class ContextOverflow(PermanentProviderError):
-    code = "context_overflow"
+    code = FailureCode.CONTEXT_OVERFLOW
 
 
 class ContentFiltered(PermanentProviderError):
-    code = "content_filtered"
+    code = FailureCode.CONTENT_FILTERED

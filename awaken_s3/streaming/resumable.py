@@ -30,6 +30,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import Any
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.messages import Message
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.streaming.cleanup import delete_checkpoint, delete_turn_checkpoint
@@ -45,7 +46,7 @@ from awaken_s3.streaming.turn_request import OwnerCheck, TurnRequest
 Save = Callable[[Message], Awaitable[Any] | Any]
 
 
-class TurnNotCompleted(RuntimeError):
+class TurnNotCompleted(AwakenError, RuntimeError):
     """:meth:`ResumableTurn.commit` was called on a turn that did not complete."""
 
 

@@ -19,6 +19,7 @@ import random
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from awaken_s3.failures import FailureCode
 from awaken_s3.streaming.errors import ProviderError, ProviderUnreachable
 from awaken_s3.streaming.outcome import ClassifiedError
 
@@ -68,7 +69,7 @@ def classify(error: BaseException) -> ClassifiedError:
     if isinstance(error, ProviderError):
         return ClassifiedError(code=error.code, message=str(error), retryable=error.retryable)
     return ClassifiedError(
-        code="unexpected_error",
+        code=FailureCode.UNEXPECTED_ERROR,
         message=f"{type(error).__name__}: {error}",
         retryable=False,
     )
@@ -118,7 +119,7 @@ def decide(
 def budget_exhausted(interruptions: int, last_error: str | None) -> ClassifiedError:
     last = last_error or "unknown"
     return ClassifiedError(
-        code="retry_budget_exhausted",
+        code=FailureCode.RETRY_BUDGET_EXHAUSTED,
         message=f"the turn was interrupted {interruptions} times; the last error was {last}",
         retryable=False,
     )

@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.streaming.continuation import continued_prefix
 from awaken_s3.streaming.errors import ConnectionDropped, ProviderError
 from awaken_s3.streaming.events import (
@@ -69,7 +70,7 @@ class Hook:
 ScriptStep = StreamEvent | Drop | Stall | Fail | Hook
 
 
-class ScriptsExhausted(AssertionError):
+class ScriptsExhausted(AwakenError, AssertionError):
     """The code under test made more model calls than the test scripted."""
 
 

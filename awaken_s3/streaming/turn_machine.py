@@ -51,6 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.messages import KeptBlock, Message
 from awaken_s3.models import StoredCheckpoint, StreamCheckpoint
 from awaken_s3.streaming.accumulator import StreamAccumulator
@@ -88,7 +89,7 @@ class Phase(enum.Enum):
     DONE = "done"
 
 
-class TurnProtocolError(RuntimeError):
+class TurnProtocolError(AwakenError, RuntimeError):
     """The driver fed an event the machine's phase does not expect."""
 
 

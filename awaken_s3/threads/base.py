@@ -8,11 +8,12 @@
 * :class:`RunSweepStore`: the sweeper's view, runs nobody drives, through a sparse index.
 * :class:`ThreadStore`: ``RunStore`` + ``ToolCallLedger``, what the run loop drives a run with.
 
-Callers depend on the narrowest of these they use. Both backends implement all of them in one
-class, because the parts are not independent in storage: a ledger claim is checked against
-the run's epoch in the same DynamoDB transaction (a ``ConditionCheck`` on the run item beside
-the put of the tool-call item, which shares the run's partition), and the sweeper's writes are
-conditions on the run item itself. Splitting the storage would lose those fences.
+Callers depend on the narrowest of these they use. Both backends implement all of them
+through one class (:class:`~awaken_s3.threads.persistence.BaseThreadStore`), because the
+parts are not independent in storage: a ledger claim is checked against the run's epoch in
+the same DynamoDB transaction (a ``ConditionCheck`` on the run item beside the put of the
+tool-call item, which shares the run's partition), and the sweeper's writes are conditions on
+the run item itself. Splitting the storage would lose those fences.
 
 Besides the errors each method documents, any method may raise the storage errors of
 :mod:`awaken_s3.threads.errors` (``TableNotFound``, ``StoreThrottled``, ``StoreUnavailable``,

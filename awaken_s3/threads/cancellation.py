@@ -9,12 +9,13 @@ an earlier attempt, a zombie fenced by a newer epoch, or a thread that moved on.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from awaken_s3.messages import Message
+from awaken_s3.threads.errors import StoreThrottled, ThreadStoreError
 from awaken_s3.threads.models import RunState, RunStatus, TurnCommit
 
 CONDITION_FAILED = "ConditionalCheckFailed"
@@ -28,6 +29,12 @@ TRANSIENT_CODES = frozenset(
         "RequestLimitExceeded",
         "InternalServerError",
     }
+)
+
+
+#: cancellation reason codes of a transaction that was throttled
+THROTTLED_REASONS = frozenset(
+    {"ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
 )
 
 
@@ -128,4 +135,18 @@ def diagnose_commit(
         Verdict.MOVED_ON,
         f"thread {commit.thread_id} moved on from turn {commit.expected_turn} / "
         f"message {commit.expected_message_count}",
+    )
+
+
+def cancelled_error(codes: Iterable[str | None], *, action: str, table: str) -> ThreadStoreError:
+    """The store error for a transaction cancelled for reasons that are no outcome of the
+    contract (no lost condition), once nobody retries it any more."""
+    reasons = sorted({code for code in codes if code is not None})
+    if set(reasons) & THROTTLED_REASONS and set(reasons) <= TRANSIENT_CODES:
+        return StoreThrottled(
+            f"{action}: DynamoDB throttled the transaction on table {table!r} "
+            f"({', '.join(reasons)}); still throttled after the retries"
+        )
+    return ThreadStoreError(
+        f"{action}: transaction on table {table!r} cancelled: {', '.join(reasons) or 'no reason'}"
     )

@@ -9,7 +9,6 @@ botocore exception escapes the store.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Final
 
 import aiohttp
@@ -22,7 +21,6 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from awaken_s3.stores import s3_protocol
-from awaken_s3.threads.cancellation import TRANSIENT_CODES
 from awaken_s3.threads.errors import (
     StoreThrottled,
     StoreUnavailable,
@@ -58,12 +56,15 @@ THROTTLING_CODES: Final = frozenset(
         "SlowDown",
     }
 )
-#: cancellation reason codes of a transaction that was throttled
-THROTTLED_REASONS: Final = frozenset(
-    {"ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
-)
+#: codes of a request that may or may not have applied, and may go through later (a
+#: transaction whose token is still being applied included)
 _UNAVAILABLE_CODES: Final = frozenset(
-    {"InternalServerError", "ServiceUnavailable", "InternalError"}
+    {
+        "InternalServerError",
+        "ServiceUnavailable",
+        "InternalError",
+        "TransactionInProgressException",
+    }
 )
 
 
@@ -135,17 +136,3 @@ def s3_error(exc: BaseException, *, action: str, bucket: str, key: str) -> Threa
         return transient
     detail = _describe(exc) if isinstance(exc, ClientError) else f"{type(exc).__name__}: {exc}"
     return ThreadStoreError(f"{action}: {where}: {detail}")
-
-
-def cancelled_error(codes: Iterable[str | None], *, action: str, table: str) -> ThreadStoreError:
-    """The store error for a transaction cancelled for reasons that are no outcome of the
-    contract (no lost condition), once nobody retries it any more."""
-    reasons = sorted({code for code in codes if code is not None})
-    if set(reasons) & THROTTLED_REASONS and set(reasons) <= TRANSIENT_CODES:
-        return StoreThrottled(
-            f"{action}: DynamoDB throttled the transaction on table {table!r} "
-            f"({', '.join(reasons)}); still throttled after the retries"
-        )
-    return ThreadStoreError(
-        f"{action}: transaction on table {table!r} cancelled: {', '.join(reasons) or 'no reason'}"
-    )

@@ -10,14 +10,21 @@ One table, string keys ``pk``/``sk``::
 
 Zero-padded sequence numbers make the sort key order the message order, so one Query reads a
 thread in order.
+
+Items hold the values DynamoDB stores (strings, ints and :class:`~decimal.Decimal` numbers,
+booleans, maps), so both backends keep the same items: the in-memory store as they are, the
+DynamoDB store through boto3's own :class:`~boto3.dynamodb.types.TypeSerializer` and
+:class:`~boto3.dynamodb.types.TypeDeserializer` (:func:`to_wire`, :func:`from_wire`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any, Final
 
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from pydantic import TypeAdapter
 
 from awaken_s3.messages import ContentBlock, Message
@@ -49,31 +56,26 @@ TOOL_PREFIX: Final = "TOOL#"
 SEQ_DIGITS: Final = 10
 
 _CONTENT = TypeAdapter(tuple[ContentBlock, ...])
+_SERIALIZER: Final = TypeSerializer()
+_DESERIALIZER: Final = TypeDeserializer()
 
 
-def s_attr(value: str) -> dict[str, str]:
-    return {"S": value}
+def to_wire(item: Mapping[str, Any]) -> dict[str, Any]:
+    """An item as DynamoDB's low-level API sends it (``{"S": ...}``, ``{"N": ...}``, ...)."""
+    return {name: _SERIALIZER.serialize(value) for name, value in item.items()}
 
 
-def n_attr(value: int | float) -> dict[str, str]:
-    # Fixed-point for floats: repr() can give exponent forms and 17 digits; times and
-    # leases need microseconds at most.
-    return {"N": str(value) if isinstance(value, int) else format(value, ".6f")}
+def from_wire(item: Mapping[str, Any]) -> Item:
+    """An item from DynamoDB's low-level API, as its values."""
+    return {name: _DESERIALIZER.deserialize(value) for name, value in item.items()}
 
 
-def _get_s(item: Mapping[str, Any], name: str) -> str | None:
-    attr = item.get(name)
-    return None if attr is None else str(attr["S"])
-
-
-def _get_n(item: Mapping[str, Any], name: str, default: float = 0) -> float:
-    attr = item.get(name)
-    return default if attr is None else float(attr["N"])
-
-
-def _get_i(item: Mapping[str, Any], name: str, default: int = 0) -> int:
-    attr = item.get(name)
-    return default if attr is None else int(attr["N"])
+def number(value: float) -> int | Decimal:
+    """A number as DynamoDB keeps it: ints as they are, other numbers fixed-point to the
+    microsecond (a float's repr can have an exponent and 17 digits; leases need no more)."""
+    if isinstance(value, int):
+        return value
+    return Decimal(format(value, ".6f"))
 
 
 def thread_pk(thread_id: str) -> str:
@@ -85,7 +87,7 @@ def run_pk(run_id: str) -> str:
 
 
 def thread_key(thread_id: str) -> Item:
-    return {"pk": s_attr(thread_pk(thread_id)), "sk": s_attr(THREAD_SK)}
+    return {"pk": thread_pk(thread_id), "sk": THREAD_SK}
 
 
 def message_sk(seq: int) -> str:
@@ -93,19 +95,23 @@ def message_sk(seq: int) -> str:
 
 
 def message_key(thread_id: str, seq: int) -> Item:
-    return {"pk": s_attr(thread_pk(thread_id)), "sk": s_attr(message_sk(seq))}
+    return {"pk": thread_pk(thread_id), "sk": message_sk(seq)}
 
 
 def run_key(run_id: str) -> Item:
-    return {"pk": s_attr(run_pk(run_id)), "sk": s_attr(RUN_SK)}
+    return {"pk": run_pk(run_id), "sk": RUN_SK}
 
 
 def settings_key(run_id: str) -> Item:
-    return {"pk": s_attr(run_pk(run_id)), "sk": s_attr(SETTINGS_SK)}
+    return {"pk": run_pk(run_id), "sk": SETTINGS_SK}
 
 
 def tool_key(run_id: str, tool_use_id: str) -> Item:
-    return {"pk": s_attr(run_pk(run_id)), "sk": s_attr(f"{TOOL_PREFIX}{tool_use_id}")}
+    return {"pk": run_pk(run_id), "sk": f"{TOOL_PREFIX}{tool_use_id}"}
+
+
+def run_id_of(item: Mapping[str, Any]) -> str:
+    return str(item["pk"]).removeprefix("RUN#")
 
 
 # -- threads
@@ -114,26 +120,24 @@ def tool_key(run_id: str, tool_use_id: str) -> Item:
 def thread_item(thread: Thread) -> Item:
     item = thread_key(thread.thread_id)
     item.update(
-        owner=s_attr(thread.owner),
-        message_count=n_attr(thread.message_count),
-        created_at=n_attr(thread.created_at),
-        metadata={"M": {k: s_attr(v) for k, v in thread.metadata.items()}},
+        owner=thread.owner,
+        message_count=thread.message_count,
+        created_at=number(thread.created_at),
+        metadata=dict(thread.metadata),
     )
     if thread.active_run is not None:
-        item["active_run"] = s_attr(thread.active_run)
+        item["active_run"] = thread.active_run
     return item
 
 
-def decode_thread(item: Mapping[str, Any]) -> Thread:
-    thread_id = str(item["pk"]["S"]).removeprefix("THREAD#")
-    metadata = {k: str(v["S"]) for k, v in item.get("metadata", {"M": {}})["M"].items()}
+def thread_of(item: Mapping[str, Any]) -> Thread:
     return Thread(
-        thread_id=thread_id,
-        owner=_get_s(item, "owner") or "",
-        message_count=_get_i(item, "message_count"),
-        created_at=_get_n(item, "created_at"),
-        metadata=metadata,
-        active_run=_get_s(item, "active_run"),
+        thread_id=str(item["pk"]).removeprefix("THREAD#"),
+        owner=str(item.get("owner", "")),
+        message_count=int(item.get("message_count", 0)),
+        created_at=float(item.get("created_at", 0)),
+        metadata={str(k): str(v) for k, v in item.get("metadata", {}).items()},
+        active_run=item.get("active_run"),
     )
 
 
@@ -165,32 +169,32 @@ def message_item(
 ) -> Item:
     """Exactly one of ``body`` (inline JSON content) and ``body_ref`` (an S3 key) is set."""
     item = message_key(thread_id, seq)
-    item.update(
-        seq=n_attr(seq),
-        role=s_attr(message.role),
-        commit_id=s_attr(commit_id),
-        created_at=n_attr(now),
-    )
+    item.update(seq=seq, role=message.role, commit_id=commit_id, created_at=number(now))
     if body_ref is not None:
-        item["body_ref"] = s_attr(body_ref)
+        item["body_ref"] = body_ref
     else:
-        item["body"] = s_attr(body if body is not None else encode_content(message))
+        item["body"] = body if body is not None else encode_content(message)
     return item
 
 
 def message_body_ref(item: Mapping[str, Any]) -> str | None:
-    return _get_s(item, "body_ref")
+    """The S3 key of an offloaded body (of an item as its values, or as sent on the wire)."""
+    ref = item.get("body_ref")
+    if isinstance(ref, dict):
+        return str(ref["S"])
+    return None if ref is None else str(ref)
 
 
-def decode_stored_message(
-    item: Mapping[str, Any], *, body: str | bytes | None = None
-) -> StoredMessage:
+def stored_message_of(item: Mapping[str, Any], *, body: str | bytes | None = None) -> StoredMessage:
     """``body`` supplies an offloaded body already fetched; without it the message is None."""
-    role = _get_s(item, "role") or "user"
-    inline = _get_s(item, "body")
+    role = str(item.get("role") or "user")
+    inline = item.get("body")
     raw = inline if inline is not None else body
     message = decode_body(role, raw) if raw is not None else None
-    return StoredMessage(_get_i(item, "seq"), message, _get_s(item, "commit_id"))
+    commit_id = item.get("commit_id")
+    return StoredMessage(
+        int(item.get("seq", 0)), message, None if commit_id is None else str(commit_id)
+    )
 
 
 # -- runs
@@ -240,111 +244,104 @@ def decode_settings(raw: str, *, system: str | None = None) -> RunSettings:
 def settings_item(run: RunState) -> Item:
     """The run's immutable settings item: the system prompt kept out of the run item."""
     item = settings_key(run.run_id)
-    item["system"] = s_attr(run.settings.system or "")
+    item["system"] = run.settings.system or ""
     return item
 
 
-def decode_system(item: Mapping[str, Any]) -> str:
-    return _get_s(item, "system") or ""
+def system_of(item: Mapping[str, Any]) -> str:
+    return str(item.get("system") or "")
 
 
 def run_system_apart(item: Mapping[str, Any]) -> bool:
     """Whether a run item's system prompt is in the settings item (read it to decode)."""
-    raw = _get_s(item, "settings")
-    return raw is not None and bool(json.loads(raw).get("system_apart"))
+    raw = item.get("settings")
+    return raw is not None and bool(json.loads(str(raw)).get("system_apart"))
 
 
 def run_item(run: RunState) -> Item:
     item = run_key(run.run_id)
     item.update(
-        thread_id=s_attr(run.thread_id),
-        owner=s_attr(run.owner),
-        settings=s_attr(settings_json(run.settings)),
-        status=s_attr(run.status.value),
-        turn=n_attr(run.turn),
-        message_count=n_attr(run.message_count),
-        usage_in=n_attr(run.usage.input_tokens),
-        usage_out=n_attr(run.usage.output_tokens),
-        usage_cache_read=n_attr(run.usage.cache_read_tokens),
-        usage_cache_write=n_attr(run.usage.cache_write_tokens),
-        epoch=n_attr(run.lease.epoch),
-        lease_until=n_attr(run.lease.lease_until),
-        created_at=n_attr(run.created_at),
-        updated_at=n_attr(run.updated_at),
-        previous_lease_until=n_attr(run.previous_lease_until),
-        idle_suspensions=n_attr(run.idle_suspensions),
-        rescues=n_attr(run.rescues),
-        fruitless_rescues=n_attr(run.fruitless_rescues),
-        rescue_mark=n_attr(run.rescue_mark),
-        rescue_epoch=n_attr(run.rescue_epoch),
+        thread_id=run.thread_id,
+        owner=run.owner,
+        settings=settings_json(run.settings),
+        status=run.status.value,
+        turn=run.turn,
+        message_count=run.message_count,
+        usage_in=run.usage.input_tokens,
+        usage_out=run.usage.output_tokens,
+        usage_cache_read=run.usage.cache_read_tokens,
+        usage_cache_write=run.usage.cache_write_tokens,
+        epoch=run.lease.epoch,
+        lease_until=number(run.lease.lease_until),
+        created_at=number(run.created_at),
+        updated_at=number(run.updated_at),
+        previous_lease_until=number(run.previous_lease_until),
+        idle_suspensions=run.idle_suspensions,
+        rescues=run.rescues,
+        fruitless_rescues=run.fruitless_rescues,
+        rescue_mark=run.rescue_mark,
+        rescue_epoch=run.rescue_epoch,
     )
     if run.sweep_at is not None:
         # Both index keys, or neither: an ended run leaves the sparse index.
-        item["sweep_shard"] = s_attr(rules.sweep_shard(run.run_id))
-        item["sweep_at"] = n_attr(run.sweep_at)
-    if run.lease.owner is not None:
-        item["lease_owner"] = s_attr(run.lease.owner)
-    if run.stop_reason is not None:
-        item["stop_reason"] = s_attr(run.stop_reason)
-    if run.error is not None:
-        item["error"] = error_attr(run.error)
-    if run.request_digest is not None:
-        item["request_digest"] = s_attr(run.request_digest)
+        item["sweep_shard"] = rules.sweep_shard(run.run_id)
+        item["sweep_at"] = number(run.sweep_at)
+    optional = {
+        "lease_owner": run.lease.owner,
+        "stop_reason": run.stop_reason,
+        "error": None if run.error is None else error_map(run.error),
+        "request_digest": run.request_digest,
+    }
+    item.update({name: value for name, value in optional.items() if value is not None})
     return item
 
 
-def error_attr(error: ClassifiedError) -> dict[str, Any]:
-    return {
-        "M": {
-            "code": s_attr(error.code),
-            "message": s_attr(error.message),
-            "retryable": {"BOOL": error.retryable},
-        }
-    }
+def error_map(error: ClassifiedError) -> dict[str, Any]:
+    return {"code": str(error.code), "message": error.message, "retryable": error.retryable}
 
 
-def decode_run(item: Mapping[str, Any], *, system: str | None = None) -> RunState:
+def _int(item: Mapping[str, Any], name: str, default: int = 0) -> int:
+    return int(item.get(name, default))
+
+
+def _float(item: Mapping[str, Any], name: str) -> float:
+    return float(item.get(name, 0))
+
+
+def run_of(item: Mapping[str, Any], *, system: str | None = None) -> RunState:
     """``system``: the settings item's prompt when :func:`run_system_apart` (without it such
     a run decodes with no system prompt: fine for a listing, never for driving the run)."""
+    err = item.get("error")
     error = None
-    if "error" in item:
-        err = item["error"]["M"]
-        error = ClassifiedError(
-            code=str(err["code"]["S"]),
-            message=str(err["message"]["S"]),
-            retryable=bool(err["retryable"]["BOOL"]),
-        )
+    if err is not None:
+        error = ClassifiedError(str(err["code"]), str(err["message"]), bool(err["retryable"]))
     return RunState(
-        run_id=str(item["pk"]["S"]).removeprefix("RUN#"),
-        thread_id=_get_s(item, "thread_id") or "",
-        owner=_get_s(item, "owner") or "",
-        settings=decode_settings(_get_s(item, "settings") or '{"model": ""}', system=system),
-        status=RunStatus(item["status"]["S"]),
-        turn=_get_i(item, "turn"),
-        message_count=_get_i(item, "message_count"),
+        run_id=run_id_of(item),
+        thread_id=str(item.get("thread_id", "")),
+        owner=str(item.get("owner", "")),
+        settings=decode_settings(str(item.get("settings") or '{"model": ""}'), system=system),
+        status=RunStatus(item["status"]),
+        turn=_int(item, "turn"),
+        message_count=_int(item, "message_count"),
         usage=Usage(
-            _get_i(item, "usage_in"),
-            _get_i(item, "usage_out"),
-            _get_i(item, "usage_cache_read"),
-            _get_i(item, "usage_cache_write"),
+            _int(item, "usage_in"),
+            _int(item, "usage_out"),
+            _int(item, "usage_cache_read"),
+            _int(item, "usage_cache_write"),
         ),
         error=error,
-        stop_reason=_get_s(item, "stop_reason"),
-        lease=Lease(
-            owner=_get_s(item, "lease_owner"),
-            epoch=_get_i(item, "epoch"),
-            lease_until=_get_n(item, "lease_until"),
-        ),
-        created_at=_get_n(item, "created_at"),
-        updated_at=_get_n(item, "updated_at"),
-        sweep_at=_get_n(item, "sweep_at") if "sweep_at" in item else None,
-        previous_lease_until=_get_n(item, "previous_lease_until"),
-        idle_suspensions=_get_i(item, "idle_suspensions"),
-        rescues=_get_i(item, "rescues"),
-        fruitless_rescues=_get_i(item, "fruitless_rescues"),
-        rescue_mark=_get_i(item, "rescue_mark", -1),
-        rescue_epoch=_get_i(item, "rescue_epoch", -1),
-        request_digest=_get_s(item, "request_digest"),
+        stop_reason=item.get("stop_reason"),
+        lease=Lease(item.get("lease_owner"), _int(item, "epoch"), _float(item, "lease_until")),
+        created_at=_float(item, "created_at"),
+        updated_at=_float(item, "updated_at"),
+        sweep_at=float(item["sweep_at"]) if "sweep_at" in item else None,
+        previous_lease_until=_float(item, "previous_lease_until"),
+        idle_suspensions=_int(item, "idle_suspensions"),
+        rescues=_int(item, "rescues"),
+        fruitless_rescues=_int(item, "fruitless_rescues"),
+        rescue_mark=_int(item, "rescue_mark", -1),
+        rescue_epoch=_int(item, "rescue_epoch", -1),
+        request_digest=item.get("request_digest"),
     )
 
 
@@ -354,25 +351,41 @@ def decode_run(item: Mapping[str, Any], *, system: str | None = None) -> RunStat
 def tool_item(record: ToolCallRecord) -> Item:
     item = tool_key(record.run_id, record.tool_use_id)
     item.update(
-        name=s_attr(record.name),
-        status=s_attr(record.status.value),
-        epoch=n_attr(record.epoch),
-        attempts=n_attr(record.attempts),
-        is_error={"BOOL": record.is_error},
+        name=record.name,
+        status=record.status.value,
+        epoch=record.epoch,
+        attempts=record.attempts,
+        is_error=record.is_error,
     )
     if record.content is not None:
-        item["content"] = s_attr(record.content)
+        item["content"] = record.content
     return item
 
 
-def decode_tool(item: Mapping[str, Any]) -> ToolCallRecord:
+def tool_of(item: Mapping[str, Any]) -> ToolCallRecord:
+    content = item.get("content")
     return ToolCallRecord(
-        run_id=str(item["pk"]["S"]).removeprefix("RUN#"),
-        tool_use_id=str(item["sk"]["S"]).removeprefix(TOOL_PREFIX),
-        name=_get_s(item, "name") or "",
-        status=ToolCallStatus(item["status"]["S"]),
-        epoch=_get_i(item, "epoch"),
-        attempts=_get_i(item, "attempts", 1),
-        content=_get_s(item, "content"),
-        is_error=bool(item.get("is_error", {"BOOL": False})["BOOL"]),
+        run_id=run_id_of(item),
+        tool_use_id=str(item["sk"]).removeprefix(TOOL_PREFIX),
+        name=str(item.get("name", "")),
+        status=ToolCallStatus(item["status"]),
+        epoch=_int(item, "epoch"),
+        attempts=_int(item, "attempts", 1),
+        content=None if content is None else str(content),
+        is_error=bool(item.get("is_error", False)),
     )
+
+
+# -- raw answers of DynamoDB's low-level API (a scan, a console's reads)
+
+
+def decode_thread(item: Mapping[str, Any]) -> Thread:
+    return thread_of(from_wire(item))
+
+
+def decode_run(item: Mapping[str, Any], *, system: str | None = None) -> RunState:
+    return run_of(from_wire(item), system=system)
+
+
+def decode_tool(item: Mapping[str, Any]) -> ToolCallRecord:
+    return tool_of(from_wire(item))

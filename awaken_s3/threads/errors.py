@@ -33,8 +33,10 @@ anything else (``AccessDeniedException``,              ``ThreadStoreError``
 
 from __future__ import annotations
 
+from awaken_s3.errors import AwakenError
 
-class ThreadStoreError(Exception):
+
+class ThreadStoreError(AwakenError):
     """Base of every thread-store error. Raised as is for a storage failure that none of the
     subclasses describes; its message names the operation, the table (or bucket) and the
     AWS error code, and the client's exception is its ``__cause__``."""

@@ -1,7 +1,9 @@
-"""Pure lease and commit rules shared by every backend (no I/O).
+"""Pure rules shared by every backend that are not conditions of a write (no I/O).
 
-The DynamoDB store states these rules as condition expressions; the in-memory store evaluates
-them here directly; the contract suite checks that both agree.
+The conditions that fence a stale worker are data, in :mod:`awaken_s3.threads.conditions`,
+evaluated by the storage (or, in memory, by :mod:`awaken_s3.threads.evaluate`); what is left
+here is arithmetic on records: the sweep shard of a run, the run a commit leaves behind, and
+whether a create_run repeats an earlier request.
 """
 
 from __future__ import annotations
@@ -18,9 +20,6 @@ from awaken_s3.threads.models import (
     Lease,
     RunSettings,
     RunState,
-    RunStatus,
-    ToolCallRecord,
-    ToolCallStatus,
     TurnCommit,
 )
 
@@ -36,91 +35,10 @@ def sweep_shard(run_id: str) -> str:
     return str(int(hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8], 16) % SWEEP_SHARDS)
 
 
-def can_claim(run: RunState, worker: str, *, now: float) -> bool:
-    """A runnable run whose lease expired (or was never taken), or one this worker holds."""
-    if not run.status.runnable:
-        return False
-    return run.lease.owner is None or run.lease.lease_until <= now or run.lease.owner == worker
-
-
-def apply_claim(
-    run: RunState,
-    worker: str,
-    *,
-    now: float,
-    lease_seconds: float,
-    sweep_grace: float = DEFAULT_SWEEP_GRACE,
-) -> RunState:
-    # Every claim bumps the epoch, even a re-claim by the same worker id: a restarted process
-    # reusing its id must still fence its earlier incarnation.
-    lease = Lease(owner=worker, epoch=run.lease.epoch + 1, lease_until=now + lease_seconds)
-    return run.with_(
-        status=RunStatus.RUNNING,
-        lease=lease,
-        updated_at=now,
-        sweep_at=lease.lease_until + sweep_grace,
-        previous_lease_until=run.lease.lease_until,
-    )
-
-
-def apply_renewal(
-    run: RunState, *, now: float, lease_seconds: float, sweep_grace: float = DEFAULT_SWEEP_GRACE
-) -> RunState:
-    lease = Lease(run.lease.owner, run.lease.epoch, now + lease_seconds)
-    return run.with_(lease=lease, updated_at=now, sweep_at=lease.lease_until + sweep_grace)
-
-
-def apply_release(
-    run: RunState,
-    *,
-    epoch: int,
-    status: RunStatus,
-    now: float,
-    idle_suspensions: int,
-    sweep_grace: float = DEFAULT_SWEEP_GRACE,
-) -> RunState:
-    """The lease given up, ``status`` left behind; a cancel that landed meanwhile wins."""
-    released = Lease(None, epoch, 0.0)
-    if run.status.terminal:
-        return run.with_(lease=released, updated_at=now, sweep_at=None)
-    return run.with_(
-        lease=released,
-        status=status,
-        updated_at=now,
-        # The caller is about to send the message that drives the run next.
-        sweep_at=now + sweep_grace,
-        idle_suspensions=idle_suspensions,
-    )
-
-
-def sweep_holds(stored: RunState, read: RunState, *, now: float) -> bool:
-    """A sweeper's write (rescue or abandon) of ``read`` may apply to ``stored``: still the
-    same epoch and rescue count, still due, still runnable and nobody holds a live lease."""
-    return (
-        stored.lease.epoch == read.lease.epoch
-        and stored.rescues == read.rescues
-        and stored.sweep_at is not None
-        and stored.sweep_at <= now
-        and stored.status.runnable
-        and (stored.lease.owner is None or stored.lease.lease_until <= now)
-    )
-
-
 def active_run_blocks(active: RunState | None, run_id: str) -> bool:
     """A thread whose latest run is ``active`` refuses a new run ``run_id`` (a retried create
     of the active run itself is answered by the run-exists path instead)."""
     return active is not None and active.run_id != run_id and not active.status.terminal
-
-
-def holds_lease(run: RunState, worker: str, epoch: int) -> bool:
-    return run.lease.owner == worker and run.lease.epoch == epoch
-
-
-def renewal_holds(run: RunState, worker: str, epoch: int, *, now: float) -> bool:
-    """A renewal applies only to the holder's lease while it is still live: once it has run
-    out, the queue may already have handed the run to another delivery, which must be able to
-    claim it at a new epoch instead of finding a lease revived behind its back."""
-    return holds_lease(run, worker, epoch) and run.lease.lease_until > now
 
 
 def expired_lease(run: RunState, epoch: int) -> str:
@@ -128,15 +46,6 @@ def expired_lease(run: RunState, epoch: int) -> str:
     return (
         f"run {run.run_id}: the lease of epoch {epoch} ran out at {run.lease.lease_until:.3f}; "
         "an expired lease is never renewed"
-    )
-
-
-def commit_condition_holds(run: RunState, commit: TurnCommit) -> bool:
-    return (
-        run.lease.epoch == commit.epoch
-        and run.turn == commit.expected_turn
-        and run.message_count == commit.expected_message_count
-        and run.status == RunStatus.RUNNING
     )
 
 
@@ -158,50 +67,6 @@ def apply_commit(commit: TurnCommit, *, now: float) -> RunState:
     if commit.error is not None:
         changes["error"] = commit.error
     return base.with_(**changes)
-
-
-def message_positions(commit: TurnCommit) -> Sequence[int]:
-    start = commit.expected_message_count
-    return range(start, start + len(commit.messages))
-
-
-def can_reclaim_tool(record: ToolCallRecord, *, previous_epoch: int) -> bool:
-    return record.status == ToolCallStatus.CLAIMED and record.epoch == previous_epoch
-
-
-def can_finish_tool(record: ToolCallRecord, *, epoch: int) -> bool:
-    return record.status == ToolCallStatus.CLAIMED and record.epoch == epoch
-
-
-# -- "did my earlier attempt already do this?"
-#
-# A write whose response was lost is retried (by botocore or by us); the retry's condition
-# then fails *because the first attempt landed*. These predicates recognise that state, so
-# the retry reports success instead of a conflict.
-
-
-def release_applied(run: RunState, *, epoch: int, status: RunStatus) -> bool:
-    """``run`` is what a release (or finish) to ``status`` by ``epoch`` leaves behind."""
-    return (
-        run.lease.owner is None
-        and run.lease.epoch == epoch
-        and (run.status == status or run.status.terminal)
-    )
-
-
-def tool_reclaim_applied(record: ToolCallRecord, *, epoch: int) -> bool:
-    return record.status == ToolCallStatus.CLAIMED and record.epoch == epoch
-
-
-def tool_finish_applied(
-    record: ToolCallRecord, *, epoch: int, content: str, is_error: bool
-) -> bool:
-    return (
-        record.status == ToolCallStatus.FINISHED
-        and record.epoch == epoch
-        and record.content == content
-        and record.is_error == is_error
-    )
 
 
 def run_request_digest(settings: RunSettings, messages: Sequence[Message]) -> str:

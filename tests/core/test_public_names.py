@@ -1,15 +1,23 @@
-"""The library's public names are importable from the package root."""
+"""The package root is the curated face users import from: each name once, loaded lazily."""
 
 from __future__ import annotations
 
+import importlib
+import re
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import awaken_s3
+from awaken_s3._lazy import exported_names
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_design_names_are_exported() -> None:
-    from awaken_s3 import (  # noqa: F401
+    from awaken_s3 import (
         CheckpointCorrupt,
         CheckpointFenced,
         CheckpointSchemaUnsupported,
@@ -31,29 +39,77 @@ def test_design_names_are_exported() -> None:
     assert not issubclass(CheckpointSchemaUnsupported, CheckpointCorrupt)
     assert S3StreamCheckpointStore.__module__ == "awaken_s3.stores.s3"
     assert FsStreamCheckpointStore.__module__ == "awaken_s3.stores.fs"
-    assert set(awaken_s3.__all__) <= set(dir(awaken_s3)) | set(awaken_s3._LAZY)
-    for name in awaken_s3._LAZY:
-        assert getattr(awaken_s3, name) is not None
+    assert InMemoryStreamCheckpointStore.__module__ == "awaken_s3.stores.memory"
+    assert {StreamCheckpoint, PartialToolCall, StoredCheckpoint, StreamCheckpointStore}
+    assert callable(plan_recovery)
 
 
-def test_the_library_face_for_ones_own_loop_is_exported() -> None:
+def test_what_users_build_on_is_exported() -> None:
     from awaken_s3 import (  # noqa: F401
+        Agent,
+        App,
+        AwakenError,
+        DynamoThreadStore,
+        FailureCode,
+        InMemoryThreadStore,
         ReasoningChunk,
         ResumableTurn,
         TextChunk,
+        ThreadStoreError,
         ToolCallChunk,
         ToolCallReady,
         ToolCallStarted,
+        ToolContext,
+        ToolError,
         TurnEvent,
         TurnFenced,
         TurnNotCompleted,
-        TurnRequest,
         TurnResumed,
+        build_provider,
+        load_app,
         open_turn,
+        tool,
     )
 
     assert open_turn.__module__ == "awaken_s3.streaming.resumable"
-    assert TurnRequest.__module__ == "awaken_s3.streaming.turn_request"
+    assert issubclass(ThreadStoreError, AwakenError) and issubclass(ToolError, AwakenError)
+
+
+def test_every_exported_name_resolves_and_all_lists_them() -> None:
+    names = exported_names((ROOT / "awaken_s3" / "__init__.py").read_text())
+    assert awaken_s3.__all__ == sorted(names)
+    for name, module in names.items():
+        value = getattr(awaken_s3, name)
+        assert value is getattr(importlib.import_module(module), name)
+    assert set(awaken_s3.__all__) <= set(dir(awaken_s3))
+
+
+@pytest.mark.parametrize(
+    ("name", "module"),
+    [
+        ("NOT_LOADED", "awaken_s3.streaming.runner"),
+        ("TurnRunner", "awaken_s3.streaming.runner"),
+        ("TurnRequest", "awaken_s3.streaming.turn_request"),
+        ("RunLoop", "awaken_s3.runtime.loop"),
+        ("RunEnd", "awaken_s3.runtime.loop"),
+        ("RunResult", "awaken_s3.runtime.loop"),
+        ("ToolRegistry", "awaken_s3.runtime.tools"),
+        ("StreamAccumulator", "awaken_s3.streaming.accumulator"),
+        ("CheckpointStats", "awaken_s3.streaming.outcome"),
+    ],
+)
+def test_internals_live_in_their_submodules_not_in_the_root(name: str, module: str) -> None:
+    assert name not in awaken_s3.__all__
+    with pytest.raises(AttributeError, match=name):
+        getattr(awaken_s3, name)
+    assert getattr(importlib.import_module(module), name) is not None
+
+
+def test_the_architecture_doc_lists_the_namespace() -> None:
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    section = doc.split("## The public namespace", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", section))
+    assert set(awaken_s3.__all__) <= listed, set(awaken_s3.__all__) - listed
 
 
 def test_importing_the_package_does_not_load_aioboto3() -> None:
@@ -63,9 +119,12 @@ def test_importing_the_package_does_not_load_aioboto3() -> None:
 
 
 def test_unknown_attribute_is_an_attribute_error() -> None:
-    try:
+    with pytest.raises(AttributeError, match="NoSuchThing"):
         awaken_s3.NoSuchThing  # noqa: B018
-    except AttributeError as exc:
-        assert "NoSuchThing" in str(exc)
-    else:
-        raise AssertionError("expected AttributeError")
+
+
+def test_an_export_that_is_not_a_re_export_is_refused() -> None:
+    with pytest.raises(TypeError, match="re-export"):
+        exported_names("if TYPE_CHECKING:\n    from a import B\n")
+    with pytest.raises(TypeError, match="only"):
+        exported_names("if TYPE_CHECKING:\n    import a\n")

@@ -11,6 +11,7 @@ import pytest
 
 from awaken_s3.ids import MAX_ID_LENGTH, InvalidIdError, validate_run_id
 from awaken_s3.runtime import loop
+from awaken_s3.runtime.endings import BUDGET_EXHAUSTED
 from awaken_s3.service.public_errors import PUBLIC_MESSAGES, RUN_FAILED, public_error
 from awaken_s3.service.scoping import (
     MAX_PUBLIC_ID_LENGTH,
@@ -40,7 +41,7 @@ def _provider_error_classes() -> list[type[provider_errors.ProviderError]]:
 def test_every_code_the_worker_can_record_has_a_fixed_public_text() -> None:
     codes = {cls.code for cls in _provider_error_classes()}
     codes |= {loop.STEP_LIMIT, loop.THREAD_MOVED_ON, loop.UNKNOWN_TOOL, loop.NO_PROGRESS}
-    codes |= {REFUSAL, ABANDONED}
+    codes |= {loop.UNKNOWN_AGENT, BUDGET_EXHAUSTED, REFUSAL, ABANDONED}
     codes |= {classify(RuntimeError("x")).code, budget_exhausted(3, "throttled").code}
     assert codes <= set(PUBLIC_MESSAGES), codes - set(PUBLIC_MESSAGES)
 

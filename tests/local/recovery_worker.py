@@ -25,6 +25,7 @@ from awaken_s3.service.wiring import shared_session
 from awaken_s3.service.worker import make_handler
 from awaken_s3.streaming.events import StreamEvent, TextDelta
 from awaken_s3.streaming.provider import ModelRequest
+from tests.fixtures.requests import is_claim
 
 RELEASE = Path(os.environ.get("RECOVERY_RELEASE", "/nonexistent"))
 KILL_AT_CLAIM = Path(os.environ.get("RECOVERY_KILL_AT_CLAIM", "/nonexistent"))
@@ -38,7 +39,7 @@ def _note(operation: str) -> None:
 
 
 def _before_update(params: dict[str, Any], **_: Any) -> None:
-    if "epoch = epoch + :one" not in str(params.get("UpdateExpression", "")):
+    if not is_claim(params):
         return
     _note("claim")
     try:

@@ -38,6 +38,7 @@ from awaken_s3.runtime.tools import Tool, ToolRegistry
 from awaken_s3.service.wiring import shared_session
 from awaken_s3.streaming.provider import ModelRequest
 from handlers.worker import make_handler
+from tests.fixtures.requests import is_claim, is_release
 from tests.soak.model import SoakModel
 from tests.soak.script import ADD, LOOKUP
 from tests.stores.faults import error_response
@@ -90,15 +91,11 @@ def _batch_hidden(http_response: Any, **_: Any) -> None:
 
 def _lease_write(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
     """Note what a DynamoDB write does to the lease, for its after-call (same request)."""
-    expressions = [str(params.get("UpdateExpression", ""))]
-    expressions += [
-        str(item.get("Update", {}).get("UpdateExpression", ""))
-        for item in params.get("TransactItems", [])
-    ]
-    if any("epoch = epoch + :one" in e for e in expressions):
+    updates = [params, *(item.get("Update", {}) for item in params.get("TransactItems", []))]
+    if any(is_claim(update) for update in updates):
         context["soak_lease"] = "claim"
         maybe_die("before_claim")
-    elif any("REMOVE lease_owner" in e for e in expressions):
+    elif any(is_release(update) for update in updates):
         context["soak_lease"] = "release"
 
 

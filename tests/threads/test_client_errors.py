@@ -15,7 +15,8 @@ from botocore.exceptions import (
 )
 
 from awaken_s3.threads import StoreThrottled, StoreUnavailable, TableNotFound, ThreadStoreError
-from awaken_s3.threads.client_errors import cancelled_error, dynamodb_error, s3_error
+from awaken_s3.threads.cancellation import cancelled_error
+from awaken_s3.threads.client_errors import dynamodb_error, s3_error
 
 
 def answer(code: str, status: int = 400, retries: int = 0) -> ClientError:

@@ -41,8 +41,9 @@ messages = st.builds(
 @given(message=messages, seq=st.integers(0, 10**9))
 def test_message_items_round_trip(message: Message, seq: int) -> None:
     item = codec.message_item("t1", seq, message, commit_id="c", now=1.5, body=None, body_ref=None)
-    stored = codec.decode_stored_message(item)
-    assert (stored.message, stored.seq, stored.commit_id) == (message, seq, "c")
+    for read in (item, codec.from_wire(codec.to_wire(item))):
+        stored = codec.stored_message_of(read)
+        assert (stored.message, stored.seq, stored.commit_id) == (message, seq, "c")
 
 
 def test_sort_keys_order_like_sequence_numbers() -> None:
@@ -55,8 +56,8 @@ def test_offloaded_message_item_has_a_reference_and_no_body() -> None:
     message = Message.assistant("big")
     item = codec.message_item("t1", 3, message, commit_id="c", now=1.0, body=None, body_ref="k")
     assert "body" not in item and codec.message_body_ref(item) == "k"
-    assert codec.decode_stored_message(item).message is None
-    fetched = codec.decode_stored_message(item, body=codec.encode_content(message).encode())
+    assert codec.stored_message_of(item).message is None
+    fetched = codec.stored_message_of(item, body=codec.encode_content(message).encode())
     assert fetched.message == message
 
 
@@ -79,12 +80,25 @@ def test_run_thread_and_tool_records_round_trip() -> None:
         updated_at=1_700_000_010.75,
         request_digest="ab12",
     )
-    assert codec.decode_run(codec.run_item(run)) == run
     released = run.with_(
         lease=Lease(None, 12, 0.0), error=None, stop_reason=None, request_digest=None
     )
-    assert codec.decode_run(codec.run_item(released)) == released
     thread = Thread("t1", "alice", 3, 5.0, {"title": "x"})
-    assert codec.decode_thread(codec.thread_item(thread)) == thread
     record = ToolCallRecord("r1", "call_9", "add", ToolCallStatus.FINISHED, 4, 2, "3", True)
-    assert codec.decode_tool(codec.tool_item(record)) == record
+    # As the memory store keeps them, and through DynamoDB's wire format and back.
+    for state in (run, released):
+        assert codec.run_of(codec.run_item(state)) == state
+        assert codec.decode_run(codec.to_wire(codec.run_item(state))) == state
+    assert codec.thread_of(codec.thread_item(thread)) == thread
+    assert codec.decode_thread(codec.to_wire(codec.thread_item(thread))) == thread
+    assert codec.tool_of(codec.tool_item(record)) == record
+    assert codec.decode_tool(codec.to_wire(codec.tool_item(record))) == record
+
+
+def test_numbers_are_stored_as_dynamodb_keeps_them() -> None:
+    # Fixed-point to the microsecond, never a float's exponent form.
+    assert codec.to_wire({"t": codec.number(1e-7), "n": codec.number(3)}) == {
+        "t": {"N": "0.000000"},
+        "n": {"N": "3"},
+    }
+    assert codec.to_wire({"t": codec.number(1_700_000_000.25)}) == {"t": {"N": "1700000000.250000"}}

@@ -10,8 +10,8 @@ import pytest
 
 from awaken_s3.messages import Message
 from awaken_s3.threads import DynamoThreadStore, RunSettings, RunStatus, ThreadStore, codec
-from awaken_s3.threads import dynamo as dynamo_module
 from awaken_s3.threads.errors import LeaseUnavailable
+from awaken_s3.threads.prompts import SYSTEM_PROMPTS, SystemPrompts
 from tests.fixtures.aws import aws_clients, dynamo_store, fresh_target
 from tests.fixtures.clock import FakeClock
 from tests.fixtures.runs import OWNER, seed_run
@@ -66,7 +66,9 @@ async def dynamo(moto_server: Any, clock: FakeClock) -> Any:
 
 
 async def raw_run_item(db: Any, table: str, run_id: str) -> dict[str, Any]:
-    answer = await db.get_item(TableName=table, Key=codec.run_key(run_id), ConsistentRead=True)
+    answer = await db.get_item(
+        TableName=table, Key=codec.to_wire(codec.run_key(run_id)), ConsistentRead=True
+    )
     item: dict[str, Any] = answer["Item"]
     return item
 
@@ -78,10 +80,10 @@ async def test_dynamodb_keeps_a_long_prompt_out_of_the_run_item(dynamo: Any) -> 
     assert LONG.system is not None and LONG.system not in str(item)
     # The run item stays within one write unit whatever the prompt's length.
     assert len(str(item)) < 1024
-    settings = await db.get_item(TableName=table, Key=codec.settings_key("r1"))
-    assert codec.decode_system(settings["Item"]) == LONG.system
+    settings = await db.get_item(TableName=table, Key=codec.to_wire(codec.settings_key("r1")))
+    assert codec.system_of(codec.from_wire(settings["Item"])) == LONG.system
     # Another process (no cached prompt) reads the settings item, once.
-    dynamo_module._SYSTEM_PROMPTS.clear()
+    SYSTEM_PROMPTS.clear()
     reads: list[str] = []
 
     def count(**kwargs: Any) -> None:
@@ -102,12 +104,12 @@ async def test_a_short_prompt_stays_inline(dynamo: Any) -> None:
     await seed_run(store, settings=RunSettings(model="m", system="be brief"))
     item = await raw_run_item(db, table, "r1")
     assert "be brief" in str(item)
-    missing = await db.get_item(TableName=table, Key=codec.settings_key("r1"))
+    missing = await db.get_item(TableName=table, Key=codec.to_wire(codec.settings_key("r1")))
     assert "Item" not in missing
 
 
 def test_the_prompt_cache_is_bounded_by_bytes() -> None:
-    cache = dynamo_module._SystemPrompts(max_bytes=10)
+    cache = SystemPrompts(max_bytes=10)
     cache.put(("t", "a"), "12345")
     cache.put(("t", "b"), "12345")
     cache.put(("t", "c"), "123")

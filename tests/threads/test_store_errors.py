@@ -238,7 +238,9 @@ async def test_a_missing_offloaded_body_names_its_key(env: DynamoEnv) -> None:
     await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     await store.commit_turn(assistant_turn(run, BIG))
-    page = await env.db.get_item(TableName=env.target.table, Key=codec.message_key("t1", 1))
+    page = await env.db.get_item(
+        TableName=env.target.table, Key=codec.to_wire(codec.message_key("t1", 1))
+    )
     key = codec.message_body_ref(page["Item"])
     assert key is not None
     await env.s3.delete_object(Bucket=env.target.bucket, Key=key)
