@@ -12,24 +12,27 @@ found (:data:`Found`) and who is asking (:data:`Judge`), and performs the answer
 * a worker that another epoch fenced, looking for the object it wrote itself
   (:class:`FencedWriter`).
 
-| found                          | TurnStart              | RunRecord                      | FencedWriter        |
-|--------------------------------|------------------------|--------------------------------|---------------------|
-| nothing                        | Nothing                | Nothing                        | Nothing             |
-| a checkpoint of a turn below   | Delete (stale)         | Delete (stale)                 | Delete if it wrote  |
-| the one being run              |                        |                                | it, else Keep       |
-| the turn being run             | Resume                 | Resume (Delete past max_age)   | (same)              |
-| another thread's, a later turn | Replace (never         | Keep (Delete past max_age)     | (same)              |
-|                                | replayed)              |                                |                     |
-| a run that ended or is missing | -                      | Delete                         | (same)              |
-| a corrupt object               | Delete                 | Delete                         | Keep                |
-| a newer build's object         | LeaveNewer             | Delete once the run ended,     | LeaveNewer          |
-|                                |                        | else LeaveNewer                |                     |
-| a failed read                  | Keep                   | Keep                           | Keep                |
+| found                          | TurnStart           | RunRecord               | FencedWriter    |
+|--------------------------------|---------------------|-------------------------|-----------------|
+| nothing                        | Nothing             | Nothing                 | Nothing         |
+| a checkpoint of a turn below   | Delete (stale)      | Delete (stale)          | Delete if it    |
+| the one being run              |                     |                         | wrote it, else  |
+|                                |                     |                         | Keep (all rows) |
+| the turn being run             | Resume              | Resume (Delete past     |                 |
+|                                |                     | max_age)                |                 |
+| another thread's, a later turn | Replace (never      | Keep (Delete past       |                 |
+|                                | replayed)           | max_age)                |                 |
+| a run that ended or is missing | -                   | Delete                  |                 |
+| a corrupt object               | Delete              | Delete                  | Keep            |
+| a newer build's object         | LeaveNewer          | Delete once the run     | LeaveNewer      |
+|                                |                     | ended, else LeaveNewer  |                 |
+| a failed read                  | Keep                | Keep                    | Keep            |
 
 Every Delete names the version judged; one without a version (a corrupt object whose store
 could not tell it) is never performed, since a delete is never unconditional. The stale rule,
-"a checkpoint whose turn is already committed is stale: deleted, never replayed", is
-:func:`committed_reason`, the only place that compares a checkpoint's turn with the run's.
+"a checkpoint whose turn is already committed is stale: deleted, never replayed", is written
+once, in :func:`committed_reason`; :func:`match_turn` (which the turn machine asks before it
+replays anything) and :func:`stale_reason` (the run record's view) build on it.
 """
 
 from __future__ import annotations
@@ -242,10 +245,10 @@ def checkpoint_fate(found: Found, judge: Judge) -> Fate:
                 return Keep("corrupt, so not provably this writer's")
             return Delete(version, CORRUPT)
         case NewerSchema(version=version, schema_version=schema):
-            if isinstance(judge, RunRecord) and judge.run is not None:
-                if not judge.run.status.runnable:
-                    # The run is over: stale whatever build wrote it.
-                    return Delete(version, f"its run is {judge.run.status.value}")
+            run = judge.run if isinstance(judge, RunRecord) else None
+            if run is not None and not run.status.runnable:
+                # The run is over: stale whatever build wrote it.
+                return Delete(version, f"its run is {run.status.value}")
             return LeaveNewer(schema, version)
     return _fate_of_stored(found, judge)
 

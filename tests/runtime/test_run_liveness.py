@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 
 from awaken_s3.messages import Message, ToolResultBlock, ToolUseBlock
 from awaken_s3.runtime import run_machine as rm
+from awaken_s3.runtime.run_result import RunEnd
 from awaken_s3.service.dispositions import Action, disposition
 from awaken_s3.streaming.cleanup import Cleared
 from awaken_s3.streaming.outcome import (
@@ -137,7 +138,7 @@ def lost(world: World, choose: Choose[bool]) -> bool:
     return not (world.held_by_us and world.live) and choose((False, True))
 
 
-def turn_outcome(world: World, choose: Choose[str]) -> Any:
+def turn_outcome(world: World, choose: Choose[Any]) -> Any:
     kinds = ["suspended", "fenced", "failed", "final", "tools", "refusal", "stale-schema"]
     if not (world.held_by_us and world.live):
         kinds.append("lost")
@@ -350,4 +351,4 @@ def test_the_walks_reach_every_transition_of_the_table() -> None:
         taken.update(w.taken)
         exits.add(action.result.end.value if isinstance(action, rm.Exit) else "crash")
     assert set(rm.TRANSITIONS) - taken == set()
-    assert exits == {*(end.value for end in rm.RunEnd), "crash"}
+    assert exits == {*(end.value for end in RunEnd), "crash"}
