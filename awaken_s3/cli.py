@@ -17,11 +17,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from awaken_s3.errors import (
-    CheckpointCorrupt,
-    CheckpointSchemaUnsupported,
-    StreamCheckpointError,
-)
+from awaken_s3.errors import StreamCheckpointError
 from awaken_s3.ids import InvalidIdError, validate_run_id
 from awaken_s3.models import StoredCheckpoint
 from awaken_s3.settings import SettingsError, StorageSettings
@@ -147,17 +143,22 @@ def _describe(stored: StoredCheckpoint, where: str) -> list[str]:
 
 
 async def _show(store: S3StreamCheckpointStore, run_id: str, as_json: bool) -> int:
-    try:
-        stored = await store.get(run_id)
-    except CheckpointCorrupt as exc:
-        print(f"corrupt checkpoint: {exc}", file=sys.stderr)
-        return 1
-    except CheckpointSchemaUnsupported as exc:
-        print(f"written by a newer awaken-s3: {exc}", file=sys.stderr)
-        return 1
-    if stored is None:
-        print(f"no checkpoint for run {run_id}", file=sys.stderr)
-        return 1
+    from awaken_s3.streaming.cleanup import read_checkpoint
+    from awaken_s3.streaming.fate import Absent, Corrupt, NewerSchema, Unreadable
+
+    stored = await read_checkpoint(store, run_id)
+    match stored:
+        case Unreadable(error=error):
+            raise error  # explained like any other failure to reach AWS
+        case Corrupt(detail=detail):
+            print(f"corrupt checkpoint: {detail}", file=sys.stderr)
+            return 1
+        case NewerSchema(schema_version=schema):
+            print(f"written by a newer awaken-s3 (schema_version {schema})", file=sys.stderr)
+            return 1
+        case Absent():
+            print(f"no checkpoint for run {run_id}", file=sys.stderr)
+            return 1
     where = f"s3://{store.bucket}/{store.key_for(run_id)}"
     if as_json:
         plan = plan_recovery(stored.checkpoint)

@@ -1,13 +1,14 @@
 """Operators' chores over stream checkpoints: what is stale, and cleaning it.
 
-The verdict is a pure function of a checkpoint and its run's committed state;
-the survey and the clean-up are thin loops around it. A checkpoint is a hint,
-so deleting a stale one never loses committed work, and every delete is
-conditional on the version that was judged: a checkpoint a live worker
-rewrote in the meantime is kept. A corrupt object whose version the store could not tell
-is kept too (a blind delete could remove a live writer's fresh checkpoint), and so is a
-checkpoint written by a newer build (a higher ``schema_version``): a newer worker may still
-resume from it.
+The verdict is :func:`awaken_s3.streaming.fate.checkpoint_fate` over a checkpoint and its
+run's committed state (the rule every other reader of a checkpoint follows too: the run
+loop, the turn runner); the survey and the clean-up are thin loops around it. A checkpoint
+is a hint, so deleting a stale one never loses committed work, and every delete is
+conditional on the version that was judged: a checkpoint a live worker rewrote in the
+meantime is kept. A corrupt object whose version the store could not tell is kept too (a
+blind delete could remove a live writer's fresh checkpoint), and so is a checkpoint written
+by a newer build (a higher ``schema_version``) while its run may still resume from it: a
+newer worker may. Once the run has ended it is stale whatever wrote it.
 """
 
 from __future__ import annotations
@@ -18,40 +19,38 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from awaken_s3.errors import CheckpointCorrupt, CheckpointFenced, CheckpointSchemaUnsupported
-from awaken_s3.models import StreamCheckpoint
+from awaken_s3.models import StoredCheckpoint, StreamCheckpoint
 from awaken_s3.stores.base import ListableCheckpointStore, StreamCheckpointStore
+from awaken_s3.streaming.cleanup import Cleared, delete_at, read_checkpoint
+from awaken_s3.streaming.fate import (
+    Absent,
+    Delete,
+    LeaveNewer,
+    RunRecord,
+    Unreadable,
+    checkpoint_fate,
+    stale_reason,
+    version_of,
+)
 from awaken_s3.threads.base import RunStore
 from awaken_s3.threads.errors import RunNotFound
 from awaken_s3.threads.models import RunState
 
 log = logging.getLogger("awaken_s3.maintenance")
 
-
-def stale_reason(
-    checkpoint: StreamCheckpoint | None,
-    run: RunState | None,
-    *,
-    now: datetime,
-    max_age: timedelta | None = None,
-) -> str | None:
-    """Why the checkpoint can go, or None while a run may still resume from it.
-
-    ``checkpoint`` is None for an object that cannot be decoded; ``run`` is None
-    when the run does not exist. ``max_age`` also retires checkpoints of live runs
-    that nobody has touched for that long (their runs restart the turn).
-    """
-    if checkpoint is None:
-        return "corrupt: not a readable checkpoint"
-    if run is None:
-        return "its run does not exist"
-    if not run.status.runnable:
-        return f"its run is {run.status.value}"
-    if checkpoint.turn < run.turn:
-        return f"turn {checkpoint.turn} is already committed (the run is at turn {run.turn})"
-    if max_age is not None and now - checkpoint.updated_at > max_age:
-        return f"untouched since {checkpoint.updated_at.isoformat(timespec='seconds')}"
-    return None
+__all__ = [
+    "KEPT_REWRITTEN",
+    "KEPT_UNKNOWN_VERSION",
+    "Cleaned",
+    "Verdict",
+    "clean",
+    "clean_leftovers",
+    "delete_stale",
+    "judge_checkpoint",
+    "kept_newer",
+    "stale_reason",
+    "survey",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +61,8 @@ class Verdict:
     run: RunState | None
     #: None: keep it
     stale: str | None
-    #: the object's schema_version when a newer build wrote it (then it is always kept)
+    #: the object's schema_version when a newer build wrote it and its run may still resume
+    #: from it (then it is kept)
     newer_schema: int | None = None
 
 
@@ -89,26 +89,27 @@ async def judge_checkpoint(
     max_age: timedelta | None = None,
 ) -> Verdict | None:
     """The verdict on ``run_id``'s checkpoint as it is stored now; None when it is gone."""
-    checkpoint: StreamCheckpoint | None = None
-    version: str | None = None
-    newer: int | None = None
-    try:
-        stored = await checkpoints.get(run_id)
-    except CheckpointCorrupt as exc:
-        version = exc.version
-    except CheckpointSchemaUnsupported as exc:
-        version, newer = exc.version, exc.schema_version
-    else:
-        if stored is None:  # deleted since it was listed
-            return None
-        checkpoint, version = stored.checkpoint, stored.version
+    found = await read_checkpoint(checkpoints, run_id)
+    if isinstance(found, Absent):  # deleted since it was listed
+        return None
+    if isinstance(found, Unreadable):
+        raise found.error  # the operator (or the sweeper's failure count) sees why
     try:
         run: RunState | None = await threads.get_run(run_id)
     except RunNotFound:
         run = None
-    # This build cannot judge what a newer one wrote: it is never called stale.
-    stale = None if newer is not None else stale_reason(checkpoint, run, now=now, max_age=max_age)
-    return Verdict(run_id, version, checkpoint, run, stale, newer_schema=newer)
+    fate = checkpoint_fate(found, RunRecord(run, now=now, max_age=max_age))
+    checkpoint: StreamCheckpoint | None = None
+    if isinstance(found, StoredCheckpoint):
+        checkpoint = found.checkpoint
+    return Verdict(
+        run_id,
+        version_of(found),
+        checkpoint,
+        run,
+        fate.reason if isinstance(fate, Delete) else None,
+        newer_schema=fate.schema_version if isinstance(fate, LeaveNewer) else None,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,10 +197,6 @@ async def delete_stale(
         if dry_run:
             done.append(Cleaned(verdict, "would delete"))
             continue
-        try:
-            await checkpoints.delete(verdict.run_id, expected_version=verdict.version)
-        except CheckpointFenced:
-            done.append(Cleaned(verdict, KEPT_REWRITTEN))
-            continue
-        done.append(Cleaned(verdict, "deleted"))
+        cleared = await delete_at(checkpoints, verdict.run_id, verdict.version)
+        done.append(Cleaned(verdict, "deleted" if cleared is Cleared.GONE else KEPT_REWRITTEN))
     return done

@@ -48,6 +48,18 @@ def turn_ending(turn: TurnCompleted) -> TurnEnding:
     return TurnEnding(RunStatus.COMPLETED)
 
 
+def run_ending(turn: TurnCompleted, spent_before: Usage, budget: int | None) -> TurnEnding:
+    """What committing ``turn`` does to its run, the token budget included: a turn that
+    passed the run's budget is committed (it was paid for) and ends the run in the same
+    write, so no tool of it runs and no turn follows."""
+    ending = turn_ending(turn)
+    if ending.final_status is None:
+        spent = budget_error(spent_before + turn.usage, budget)
+        if spent is not None:
+            return TurnEnding(RunStatus.FAILED, spent)
+    return ending
+
+
 def tokens_spent(usage: Usage) -> int:
     """Every token a run was billed for: input (cached or not) and output."""
     return (

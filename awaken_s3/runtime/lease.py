@@ -1,4 +1,10 @@
-"""Keeping a run lease alive while the loop works."""
+"""A run's lease as one invocation holds it: the claim, its renewal, and the writes that end it.
+
+:class:`LeaseKeeper` renews the lease in the background; :class:`RunLease` is what the run
+loop's driver holds: it claims, keeps renewing (calling the heartbeat after the claim and each
+renewal), confirms the lease against the run record, and releases or finishes the run, each
+time stopping the renewals first so none races the write that gives the lease up.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +12,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
+from awaken_s3.streaming.outcome import ClassifiedError
 from awaken_s3.threads.base import RunStore
 from awaken_s3.threads.errors import LeaseLost, RunNotFound, ThreadStoreError
+from awaken_s3.threads.models import RunState, RunStatus
+from awaken_s3.threads.rules import holds_lease
 
 log = logging.getLogger("awaken_s3.lease")
+T = TypeVar("T")
 
 
 class LeaseKeeper:
@@ -76,6 +87,24 @@ class LeaseKeeper:
             await self._on_renewed()
         return True
 
+    async def while_held(self, work: Awaitable[T]) -> T | None:
+        """Await ``work``, abandoning it (None) as soon as a renewal finds the lease gone: a
+        model call that can never be committed is not worth paying for, and a tool call that
+        can never be recorded is cancelled (its outcome is the next epoch's to judge)."""
+        work_task = asyncio.ensure_future(work)
+        lost_task = asyncio.ensure_future(self.lost.wait())
+        try:
+            await asyncio.wait({work_task, lost_task}, return_when=asyncio.FIRST_COMPLETED)
+            if work_task.done():
+                return work_task.result()
+            return None
+        finally:
+            for task in (work_task, lost_task):
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
     async def _run(self) -> None:
         while True:
             await self._sleep(self.interval)
@@ -88,3 +117,99 @@ class LeaseKeeper:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+#: called after the claim and after every lease renewal (the worker keeps its queue record's
+#: visibility in step with the lease); failures are logged and never end the run
+Heartbeat = Callable[[], Awaitable[None]]
+
+
+async def _beat(heartbeat: Heartbeat | None, run_id: str) -> None:
+    if heartbeat is None:
+        return
+    try:
+        await heartbeat()
+    except Exception as exc:  # the lease, not the queue record, is the authority
+        log.warning("run %s: heartbeat failed: %s", run_id, exc)
+
+
+class RunLease:
+    """One invocation's lease on ``run_id`` (see the module's docstring)."""
+
+    def __init__(
+        self,
+        store: RunStore,
+        run_id: str,
+        *,
+        worker: str,
+        lease_seconds: float,
+        renew_every: float | None,
+        clock: Callable[[], float],
+        heartbeat: Heartbeat | None = None,
+    ) -> None:
+        self.store, self.run_id, self.worker = store, run_id, worker
+        self.lease_seconds, self.renew_every = lease_seconds, renew_every
+        self.clock, self.heartbeat = clock, heartbeat
+        self.epoch = 0
+        #: the ``clock`` reading just after the claim
+        self.claimed_at = 0.0
+        self.keeper: LeaseKeeper | None = None
+
+    async def claim(self) -> RunState:
+        """Claim the run and start renewing; raises ``LeaseUnavailable``."""
+        run = await self.store.claim_run(
+            self.run_id, worker=self.worker, lease_seconds=self.lease_seconds
+        )
+        self.epoch, self.claimed_at = run.lease.epoch, self.clock()
+        await _beat(self.heartbeat, self.run_id)
+        heartbeat = self.heartbeat
+        self.keeper = LeaseKeeper(
+            self.store,
+            run_id=self.run_id,
+            worker=self.worker,
+            epoch=self.epoch,
+            lease_seconds=self.lease_seconds,
+            interval=self.renew_every,
+            on_renewed=(lambda: _beat(heartbeat, self.run_id)) if heartbeat else None,
+        )
+        self.keeper.start()
+        return run
+
+    @property
+    def lost(self) -> bool:
+        """A renewal found the lease gone."""
+        return self.keeper is not None and self.keeper.lost.is_set()
+
+    async def while_held(self, work: Awaitable[T]) -> T | None:
+        assert self.keeper is not None, "claimed first"
+        return await self.keeper.while_held(work)
+
+    async def stop_renewing(self) -> None:
+        if self.keeper is not None:
+            await self.keeper.stop()
+
+    async def confirm(self) -> bool:
+        """The run record's word: does this epoch still hold a live lease?"""
+        run = await self.store.get_run(self.run_id)
+        return holds_lease(run, self.worker, self.epoch) and run.lease.lease_until > self.clock()
+
+    async def release(self, *, idle_suspensions: int = 0) -> RunState:
+        """Hand the run over; raises ``LeaseLost``."""
+        await self.stop_renewing()
+        return await self.store.release_lease(
+            self.run_id, worker=self.worker, epoch=self.epoch, idle_suspensions=idle_suspensions
+        )
+
+    async def finish(self, status: RunStatus, error: ClassifiedError | None) -> RunState:
+        """End the run; raises ``LeaseLost``."""
+        await self.stop_renewing()
+        return await self.store.finish_run(
+            self.run_id, worker=self.worker, epoch=self.epoch, status=status, error=error
+        )
+
+    async def release_after_crash(self) -> None:
+        """Let the next invocation take over at once (best effort)."""
+        try:
+            await self.release()
+        except (ThreadStoreError, LeaseLost) as exc:
+            log.warning("run %s: could not release the lease: %s", self.run_id, exc)

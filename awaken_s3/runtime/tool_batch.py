@@ -1,4 +1,5 @@
-"""The tool calls of one turn, run concurrently: :func:`run_batch`.
+"""The tool calls of one turn, run concurrently: :func:`run_batch`, and :func:`run_tool_calls`
+for a run's agent.
 
 Models ask for several calls per turn by default (Anthropic, OpenAI and Bedrock all emit
 parallel calls); run one after another, three one-second lookups take three seconds. Here the
@@ -19,7 +20,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+from awaken_s3.messages import ToolResultBlock, ToolUseBlock
+from awaken_s3.runtime.tools import CallSite, execute_tool_call
+from awaken_s3.threads.base import ToolCallLedger
+from awaken_s3.threads.models import RunState
+
+if TYPE_CHECKING:
+    from awaken_s3.agents import Agent
 
 C = TypeVar("C")
 R = TypeVar("R")
@@ -83,3 +92,58 @@ async def run_batch(
     if errors:
         raise errors[0]
     return results
+
+
+def callers_id(owner: str, stored: str) -> str:
+    """The id as the run's caller named it (the HTTP API keeps ids in a namespace per caller);
+    an id stored outside any namespace is the caller's as it is."""
+    from awaken_s3.service.scoping import public_id
+
+    try:
+        return public_id(owner, stored)
+    except ValueError:
+        return stored
+
+
+async def run_tool_calls(
+    ledger: ToolCallLedger,
+    agent: Agent,
+    run: RunState,
+    calls: Sequence[ToolUseBlock],
+    *,
+    epoch: int,
+    may_start: Callable[[], bool],
+    deadline: float | None,
+    monotonic: Callable[[], float],
+) -> list[ToolResultBlock | None]:
+    """Run a turn's calls through ``agent``'s tools, each claimed and recorded in ``ledger``
+    under ``epoch`` (:func:`~awaken_s3.runtime.tools.execute_tool_call`), at most the agent's
+    ``max_parallel_tools`` at once and an exclusive tool alone; a call ``may_start`` refuses
+    (the deadline) is None."""
+    registry = agent.registry
+    site = CallSite(
+        run_id=callers_id(run.owner, run.run_id),
+        thread_id=callers_id(run.owner, run.thread_id),
+        caller=run.owner,
+        deadline=deadline,
+        monotonic=monotonic,
+    )
+
+    async def one(call: ToolUseBlock) -> ToolResultBlock:
+        return await execute_tool_call(
+            ledger,
+            registry,
+            run_id=run.run_id,
+            epoch=epoch,
+            call=call,
+            enabled=run.settings.tools,
+            site=site,
+        )
+
+    def alone(call: ToolUseBlock) -> bool:
+        tool = registry.get(call.name)
+        return tool is not None and tool.exclusive
+
+    return await run_batch(
+        calls, one, limit=agent.max_parallel_tools, exclusive=alone, may_start=may_start
+    )

@@ -14,16 +14,11 @@ The coalescing writer keeps the stream off the S3 path:
 
 Fencing: every put carries the last version this writer saw. A lost condition
 (:class:`CheckpointFenced`) stops all further writes and sets :attr:`fenced`,
-except when the loss is explained without another live owner: the writer
-re-reads and adopts the stored version when the object is from an older lease
-epoch (a zombie wrote after we loaded), or, while its version is uncertain (a
-put that failed ambiguously and may have landed, a failed load, a stale
-checkpoint it replaces), when the object is from its own epoch or is gone.
-Anything else is only a hint, and the run record decides: when the caller's
-``confirm_owner`` says its epoch still holds the lease, the object is what is
-wrong (deleted under the writer, a newer epoch than the run has ever had after
-a table restore, a leftover the writer's create collides with, a corrupt body),
-so the writer adopts whatever is stored and replaces it conditionally.
+unless it is explained without another live owner: the writer re-reads the object
+and follows :func:`~awaken_s3.streaming.fence.explain_fence` (adopt an older
+epoch's or its own version, create what is gone, or, on the run record's word
+through the caller's ``confirm_owner``, repair what is wrong), at most
+:data:`MAX_FENCE_REREADS` times in a row without a put landing.
 Any other store error is logged on ``awaken_s3.checkpoint``, counted, and
 ignored: checkpoint faults never decide a run's lifecycle.
 """
@@ -31,20 +26,19 @@ ignored: checkpoint faults never decide a run's lifecycle.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from awaken_s3.errors import (
-    CheckpointCorrupt,
-    CheckpointFenced,
-    CheckpointTooLarge,
-    StreamCheckpointError,
-)
+from awaken_s3.errors import CheckpointFenced, CheckpointTooLarge, StreamCheckpointError
 from awaken_s3.models import StreamCheckpoint, encode_checkpoint
 from awaken_s3.stores.base import StreamCheckpointStore
+from awaken_s3.streaming.cleanup import read_checkpoint
+from awaken_s3.streaming.fate import Corrupt, Unreadable
+from awaken_s3.streaming.fence import Adopt, AskOwner, Create, FenceVerdict, Repair, explain_fence
 from awaken_s3.streaming.outcome import CheckpointStats
 from awaken_s3.streaming.turn_request import OwnerCheck, ask_owner
 
@@ -320,44 +314,24 @@ class CoalescingCheckpointWriter:
         )
 
     async def _explain_fence(self, exc: CheckpointFenced) -> bool:
-        """True when the lost condition is explained and the put should be retried."""
+        """True when the lost condition is explained and the put should be retried (the
+        verdict is :func:`~awaken_s3.streaming.fence.explain_fence`'s)."""
         if self._rereads < MAX_FENCE_REREADS:
             self._rereads += 1
-            readable, corrupt = True, False
-            stored_version: str | None = None
-            try:
-                stored = await self._store.get(self._ctx.run_id)
-            except CheckpointCorrupt as read_exc:
-                stored, corrupt = None, True
-                stored_version = read_exc.version
-                log.warning("re-read after a lost condition found a corrupt body: %s", read_exc)
-            except StreamCheckpointError as read_exc:
-                stored, readable = None, False
-                log.warning("re-read after a lost condition failed: %s", read_exc)
-            if stored is not None:
-                stored_version = stored.version
-                theirs = stored.checkpoint
-                # One lease epoch has one holder: the same epoch is our own lease.
-                same_lease = theirs.epoch == self._ctx.epoch
-                older = theirs.epoch < self._ctx.epoch
-                if older or (same_lease and self._uncertain):
-                    self.version = stored.version
-                    return True
-            elif not corrupt and self._uncertain and await self._may_create():
-                # Gone (or unreadable), and we never knew its version for sure: create it,
-                # unless the run record says we are a zombie (a create after the run ended
-                # would leave an object nobody ever deletes).
-                self.version = None
-                return True
-            if readable and await self._still_owner():
-                log.warning(
-                    "checkpoint of run %s: a lost condition that is not a newer owner (the run "
-                    "record still carries epoch %d); replacing what is stored",
-                    self._ctx.run_id,
-                    self._ctx.epoch,
-                )
-                self.stats.repaired += 1
-                self.version = stored_version
+            seen = await read_checkpoint(self._store, self._ctx.run_id)
+            if isinstance(seen, Corrupt | Unreadable):
+                log.warning("re-read after a lost condition found %s", _described(seen))
+            explain = functools.partial(
+                explain_fence,
+                seen,
+                epoch=self._ctx.epoch,
+                uncertain=self._uncertain,
+                can_ask=self._ctx.confirm_owner is not None,
+            )
+            verdict = explain()
+            if isinstance(verdict, AskOwner):
+                verdict = explain(owner=await ask_owner(self._ctx.confirm_owner, self._ctx.run_id))
+            if self._follow(verdict):
                 return True
         self.stats.fenced += 1
         self.fenced = True
@@ -365,11 +339,24 @@ class CoalescingCheckpointWriter:
         log.warning("checkpoint writer for run %s is fenced: %s", self._ctx.run_id, exc)
         return False
 
-    async def _may_create(self) -> bool:
-        return self._ctx.confirm_owner is None or await self._still_owner()
-
-    async def _still_owner(self) -> bool:
-        return await ask_owner(self._ctx.confirm_owner, self._ctx.run_id)
+    def _follow(self, verdict: FenceVerdict) -> bool:
+        match verdict:
+            case Adopt(version=version):
+                self.version = version
+            case Create():
+                self.version = None
+            case Repair(version=version):
+                log.warning(
+                    "checkpoint of run %s: a lost condition that is not a newer owner (the run "
+                    "record still carries epoch %d); replacing what is stored",
+                    self._ctx.run_id,
+                    self._ctx.epoch,
+                )
+                self.stats.repaired += 1
+                self.version = version
+            case _:
+                return False
+        return True
 
     def close(self) -> None:
         """No put starts after this; one in flight is left to finish."""
@@ -397,6 +384,12 @@ class CoalescingCheckpointWriter:
     def _stop(self) -> None:
         self._stopped = True
         self._cancel_timer()
+
+
+def _described(seen: Corrupt | Unreadable) -> str:
+    if isinstance(seen, Corrupt):
+        return f"a corrupt body: {seen.detail}"
+    return f"nothing readable: {seen.error}"
 
 
 def _encoded_size(checkpoint: StreamCheckpoint) -> int:

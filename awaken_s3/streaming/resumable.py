@@ -134,9 +134,7 @@ class ResumableTurn:
         saved = save(outcome.message)
         if inspect.isawaitable(saved):
             await saved
-        await delete_turn_checkpoint(
-            self._runner.store, self._request.run_id, self._request.turn, outcome
-        )
+        await self._delete_turn_checkpoint(outcome)
         return outcome.message
 
     async def discard(self) -> None:
@@ -144,11 +142,15 @@ class ResumableTurn:
         outcome = await self.result()
         version = getattr(outcome, "checkpoint_version", None)
         if isinstance(outcome, TurnCompleted):
-            await delete_turn_checkpoint(
-                self._runner.store, self._request.run_id, self._request.turn, outcome
-            )
+            await self._delete_turn_checkpoint(outcome)
         elif version is not None:
             await delete_checkpoint(self._runner.store, self._request.run_id, version)
+
+    async def _delete_turn_checkpoint(self, outcome: TurnCompleted) -> None:
+        job = self._request
+        await delete_turn_checkpoint(
+            self._runner.store, job.run_id, job.turn, outcome, thread_id=job.thread_id
+        )
 
 
 def open_turn(

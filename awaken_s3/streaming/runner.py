@@ -7,10 +7,11 @@ later call resumes through R1-R4), a :class:`TurnFailed` (a classified error) or
 the run record before it believes it).
 
 Every decision lives in :mod:`awaken_s3.streaming.turn_machine` (pure, its transitions in one
-table). What stays here is what touches the world: loading the checkpoint (a corrupt one is
-deleted at the version judged, a newer build's is left alone), asking the run record, the
-coalescing checkpoint writer, the provider stream with its idle and deadline watchdog, and
-sleeping. Also:
+table) and, for what is stored when the turn starts, :func:`~awaken_s3.streaming.fate
+.checkpoint_fate` (a checkpoint of a committed turn or a corrupt one is deleted at the version
+judged, a newer build's is left alone). What stays here is what touches the world: loading the
+checkpoint, asking the run record, the coalescing checkpoint writer, the provider stream with
+its idle and deadline watchdog, and sleeping. Also:
 
 * On completion the runner waits for a put in flight (so ``checkpoint_version`` is the stored
   version, for the caller's conditional delete after the commit) but does not write again:
@@ -31,8 +32,9 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from awaken_s3.errors import CheckpointCorrupt, CheckpointSchemaUnsupported, StreamCheckpointError
+from awaken_s3.models import StoredCheckpoint
 from awaken_s3.stores.base import StreamCheckpointStore
+from awaken_s3.streaming.cleanup import Cleared, perform, read_checkpoint
 from awaken_s3.streaming.coalescer import (
     CheckpointPolicy,
     CheckpointWriter,
@@ -45,6 +47,18 @@ from awaken_s3.streaming.coalescer import (
 from awaken_s3.streaming.coalescer import log as checkpoint_log
 from awaken_s3.streaming.errors import ConnectionDropped, ProviderError, StreamStalled
 from awaken_s3.streaming.events import StreamEvent
+from awaken_s3.streaming.fate import (
+    Corrupt,
+    Delete,
+    Found,
+    Keep,
+    LeaveNewer,
+    Nothing,
+    Replace,
+    Resume,
+    TurnStart,
+    checkpoint_fate,
+)
 from awaken_s3.streaming.outcome import (
     CheckpointStats,
     TurnCompleted,
@@ -168,12 +182,12 @@ class _Driver:
     async def run(self) -> TurnOutcome:
         machine = self.machine
         existing = self.job.existing
-        if not self.r.checkpoint_policy.enabled:
+        if not self.r.checkpoint_policy.enabled or existing is None:
             action = machine.start(Loaded(None))
         elif existing is NOT_LOADED:
             action = machine.start()
         else:
-            action = machine.start(Loaded(existing))
+            action = machine.start(await self.load(existing))
         while True:
             self.report_resumes()
             match action:
@@ -259,41 +273,47 @@ class _Driver:
     async def still_owner(self) -> bool:
         return await ask_owner(self.job.confirm_owner, self.job.run_id)
 
-    async def load(self) -> Loaded:
+    async def load(self, found: Found | None = None) -> Loaded:
+        """Judge what is stored (read now, or ``found`` by the caller) as the start of this
+        turn (:func:`~awaken_s3.streaming.fate.checkpoint_fate`) and perform the verdict."""
         run_id = self.job.run_id
-        try:
-            return Loaded(await self.r.store.get(run_id))
-        except CheckpointCorrupt as exc:
+        if found is None:
+            found = await read_checkpoint(self.r.store, run_id)
+        fate = checkpoint_fate(found, TurnStart(self.job.turn, self.job.thread_id))
+        match fate:
+            case Nothing():
+                return Loaded(None)
+            case Resume(stored=stored) | Replace(stored=stored):
+                return Loaded(stored)  # the machine plans it, or replaces it unplayed
+            case LeaveNewer(schema_version=schema):
+                # A newer build wrote it (a rollback, a rolling deploy): not ours to read,
+                # replace or delete while the run goes on. This turn runs without checkpoints.
+                self.stats.newer_schema += 1
+                checkpoint_log.warning(
+                    "run %s: the checkpoint has schema version %d, newer than this build reads; "
+                    "it is left alone and this turn runs without checkpoints",
+                    run_id,
+                    schema,
+                )
+                return Loaded(None, checkpointing=False)
+            case Keep(reason=reason):
+                self.stats.load_failures += 1
+                checkpoint_log.warning(
+                    "run %s: the checkpoint %s; starting the turn fresh", run_id, reason
+                )
+                return Loaded(None, version_known=False)
+        assert isinstance(fate, Delete)
+        if isinstance(found, Corrupt):
             self.stats.load_failures += 1
-            checkpoint_log.warning("run %s: discarding a corrupt checkpoint: %s", run_id, exc)
-            if exc.version is None:
-                # No version to make the delete conditional on: leave the object to our first
-                # put, whose lost condition the run record then resolves (replace).
-                return Loaded(None, version_known=False)
-            try:
-                # Conditional on the version judged corrupt: a body rewritten meanwhile is kept.
-                await self.r.store.delete(run_id, expected_version=exc.version)
-            except StreamCheckpointError as delete_exc:
-                checkpoint_log.warning("run %s: could not delete it: %s", run_id, delete_exc)
-                return Loaded(None, version_known=False)
+            checkpoint_log.warning("run %s: discarding a corrupt checkpoint: %s", run_id, found)
+        cleared = await perform(self.r.store, run_id, fate)
+        if cleared is Cleared.GONE:
             return Loaded(None)
-        except CheckpointSchemaUnsupported as exc:
-            # A newer build wrote it (a rollback, a rolling deploy): not ours to read, replace
-            # or delete while the run goes on. This turn runs without checkpoints.
-            self.stats.newer_schema += 1
-            checkpoint_log.warning(
-                "run %s: the checkpoint has schema version %d, newer than this build reads; "
-                "it is left alone and this turn runs without checkpoints",
-                run_id,
-                exc.schema_version,
-            )
-            return Loaded(None, checkpointing=False)
-        except StreamCheckpointError as exc:
-            self.stats.load_failures += 1
-            checkpoint_log.warning(
-                "run %s: could not load the checkpoint, starting the turn fresh: %s", run_id, exc
-            )
-            return Loaded(None, version_known=False)
+        if cleared is Cleared.LEFT and isinstance(found, StoredCheckpoint):
+            return Loaded(found)  # stale, still there: never replayed, replaced by our first put
+        # Left where no version was known, or rewritten meanwhile: our first put may meet an
+        # object it did not expect, whose lost condition the writer then resolves.
+        return Loaded(None, version_known=False)
 
     async def open_writer(self, action: OpenWriter) -> Opened:
         machine = self.machine

@@ -57,6 +57,7 @@ from awaken_s3.models import StoredCheckpoint, StreamCheckpoint
 from awaken_s3.streaming.accumulator import StreamAccumulator
 from awaken_s3.streaming.continuation import build_continuation_request
 from awaken_s3.streaming.errors import PrefillRejected, ProviderError, ToolCallsLost
+from awaken_s3.streaming.fate import Match, match_turn
 from awaken_s3.streaming.outcome import ClassifiedError, DroppedToolCall, Usage
 from awaken_s3.streaming.provider import ModelRequest
 from awaken_s3.streaming.reasoning import carries_reasoning
@@ -375,10 +376,10 @@ class TurnMachine:
         if stored is not None:
             saved = stored.checkpoint
             self.loaded_version = stored.version
-            if saved.turn != self.turn or saved.thread_id != self.thread_id:
-                # Stale: its turn is not the one we run. Never replay it; our first put
-                # replaces it conditionally (or creates it, if it was deleted meanwhile:
-                # hence "uncertain").
+            if match_turn(saved, turn=self.turn, thread_id=self.thread_id) is not Match.THIS_TURN:
+                # Not the turn we run (stale, or another thread's, or ahead of us). Never
+                # replay it; our first put replaces it conditionally (or creates it, if it was
+                # deleted meanwhile: hence "uncertain").
                 version_known = False
                 log.info(
                     "run %s: ignoring a checkpoint of turn %d while running turn %d",

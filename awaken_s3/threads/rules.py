@@ -41,6 +41,18 @@ def active_run_blocks(active: RunState | None, run_id: str) -> bool:
     return active is not None and active.run_id != run_id and not active.status.terminal
 
 
+def holds_lease(run: RunState, worker: str, epoch: int) -> bool:
+    """A run as read is held by ``worker`` at ``epoch``: the store's own condition
+    (:func:`awaken_s3.threads.conditions.lease_held`) judged on the record, so a worker's
+    reading of a fence and the store's agree by construction."""
+    # Imported here: the codec and the conditions import this module.
+    from awaken_s3.threads.codec import run_item
+    from awaken_s3.threads.conditions import lease_held
+    from awaken_s3.threads.evaluate import holds
+
+    return holds(lease_held(worker, epoch), run_item(run))
+
+
 def expired_lease(run: RunState, epoch: int) -> str:
     """Why a renewal of ``run`` at ``epoch`` was refused although the lease is still ours."""
     return (

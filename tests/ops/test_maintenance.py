@@ -159,6 +159,22 @@ async def test_a_checkpoint_from_a_newer_build_is_left_alone_and_reported(
     assert any("schema_version 7" in r.getMessage() for r in caplog.records)
 
 
+async def test_a_newer_build_s_checkpoint_of_an_ended_run_is_stale_whatever_wrote_it() -> None:
+    # The invocation that ended the run left it alone (checkpoint_left) and its record was
+    # acknowledged: the clean-up (the sweeper's too) is what deletes it, at its version.
+    store, threads = await _world()
+    payload = json.loads(encode_checkpoint(checkpoint("done")))
+    payload["schema_version"] = 7
+    judged = store.put_raw("done", json.dumps(payload).encode())
+
+    verdicts = {v.run_id: v for v in [v async for v in survey(store, threads, now=NOW)]}
+    assert (verdicts["done"].newer_schema, verdicts["done"].stale) == (None, "its run is completed")
+    assert verdicts["done"].version == judged
+    cleaned = await clean(store, threads, now=NOW)
+    assert {c.verdict.run_id: c.action for c in cleaned}["done"] == "deleted"
+    assert "done" not in [r async for r in store.list_run_ids()]
+
+
 async def test_the_sweeper_deletes_what_outlived_its_run_once_it_has_been_quiet() -> None:
     clock = FakeClock(NOW.timestamp())
     threads = InMemoryThreadStore()

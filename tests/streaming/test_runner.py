@@ -632,6 +632,19 @@ async def test_a_stale_checkpoint_of_another_turn_is_never_replayed(
     assert checkpoint.turn == 3  # replaced conditionally
 
 
+async def test_a_committed_turn_s_checkpoint_is_deleted_at_its_version_before_the_turn(
+    store: CountingStore, clock: FakeClock, sleep: RecordingSleep
+) -> None:
+    # Left by a crash between the commit of turn 2 and its delete: stale, deleted by the
+    # runner of turn 3 at the version it judged (never blindly), then the turn starts fresh.
+    stale = await plant(store, saved(turn=2, partial_text="turn two text"))
+    provider = ScriptedProvider([text_turn("Turn three.")])
+    outcome = completed(await run(make_runner(provider, store, clock, sleep), turn=3))
+    assert store.deleted_versions == [stale]
+    assert (outcome.plan_kind, provider.requests) == (None, [REQUEST])
+    assert (await stored_checkpoint(store)).turn == 3
+
+
 async def test_a_corrupt_checkpoint_is_discarded_and_the_turn_runs_fresh(
     store: CountingStore, clock: FakeClock, sleep: RecordingSleep
 ) -> None:
