@@ -30,6 +30,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "server unless --aws. Ctrl-C stops everything."
         ),
     )
+    _app_options(dev)
+    _stack_options(dev)
+
+
+def _app_options(dev: argparse.ArgumentParser) -> None:
     dev.add_argument(
         "--app",
         metavar="MODULE:ATTRIBUTE",
@@ -59,6 +64,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "settings as the Lambda (AWAKEN_MODEL, AWAKEN_API_KEY_PARAM, ...)",
     )
     dev.add_argument(
+        "--scripted-delay",
+        type=cli_args.seconds_or_zero,
+        default=0.08,
+        help="seconds between the scripted model's 4-character deltas",
+    )
+
+
+def _stack_options(dev: argparse.ArgumentParser) -> None:
+    dev.add_argument(
         "--aws",
         action="store_true",
         help="use the endpoint and credentials botocore finds (AWS_ENDPOINT_URL, a profile) "
@@ -82,12 +96,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=cli_args.seconds_or_zero,
         default=60.0,
         help="seconds between sweeps (0: none)",
-    )
-    dev.add_argument(
-        "--scripted-delay",
-        type=cli_args.seconds_or_zero,
-        default=0.08,
-        help="seconds between the scripted model's 4-character deltas",
     )
 
 
