@@ -152,6 +152,8 @@ def banner(stack: DevStack) -> str:
     lines = [
         f"awaken-s3 dev: the HTTP API on {stack.url}",
         f"  console      {console}",
+        f"  sockets      the WebSocket API on {stack.socket_url} (follow a run live; "
+        + ("?token=<token>)" if options.token else "no token needed)"),
         f"  identity     sub={options.sub} (the JWT claims of every request)",
     ]
     if options.token:
@@ -172,6 +174,7 @@ def banner(stack: DevStack) -> str:
     ]
     exports = dict(stack.exports)
     exports["AWAKEN_API_URL"] = stack.url
+    exports["AWAKEN_SOCKET_URL"] = stack.socket_url
     if options.token:
         exports["AWAKEN_API_TOKEN"] = options.token
     lines += [f"  export {name}={shlex.quote(value)}" for name, value in exports.items()]

@@ -33,7 +33,7 @@ from awaken_s3.dev.functions import LocalFunctions
 from awaken_s3.dev.resources import Stack, StackNames, create_stack
 from awaken_s3.dev.sockets import SocketGateway
 from awaken_s3.dev.timeline import WATCH_INTERVAL, CheckpointWatcher, Timelines
-from awaken_s3.dev.web import DevParts, WebServer, application
+from awaken_s3.dev.web import DevParts, WebServer, application, listen
 from awaken_s3.dev.workers import Workers
 from awaken_s3.service.wiring import Services
 from awaken_s3.settings import DEFAULT_CHECKPOINT_PREFIX as CHECKPOINT_PREFIX
@@ -187,6 +187,7 @@ class DevStack:
             "AWAKEN_BUCKET": self.stack.names.bucket,
             "AWAKEN_TABLE": self.stack.names.table,
             "AWAKEN_QUEUE_URL": self.stack.queue_url,
+            "AWAKEN_CONNECTIONS_TABLE": self.stack.names.connections,
             "AWAKEN_CHECKPOINT_PREFIX": CHECKPOINT_PREFIX,
             "AWAKEN_DEADLINE_MARGIN_SECONDS": "10",
             # Short, so that a killed worker's run resumes within seconds.
@@ -258,9 +259,14 @@ class DevStack:
             background=self._background(),
         )
         try:
-            self._server = WebServer(application(parts), self.options.port)
+            sock = listen(self.options.port)
         except OSError as exc:
             raise DevError(f"cannot listen on 127.0.0.1:{self.options.port}: {exc}") from exc
+        # The management API the worker and the socket handler post frames to is this
+        # server's: botocore's own endpoint setting for the service, as on AWS.
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        os.environ["AWS_ENDPOINT_URL_APIGATEWAYMANAGEMENTAPI"] = url
+        self._server = WebServer(application(parts), sock)
 
     def _start_workers(self) -> None:
         assert self.workers is not None

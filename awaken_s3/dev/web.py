@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import hmac
 import importlib.resources
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -188,16 +189,31 @@ def application(parts: DevParts) -> web.Application:
     return app
 
 
-class WebServer:
-    """``app`` served on 127.0.0.1:``port`` from a thread of its own, until :meth:`stop`."""
+def listen(port: int) -> socket.socket:
+    """A socket bound to 127.0.0.1:``port`` (0: any free port), so the server's address is
+    known before the server (and the workers, who post frames to it) start."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
-    def __init__(self, app: web.Application, port: int) -> None:
+
+class WebServer:
+    """``app`` served on ``sock`` (:func:`listen`) from a thread of its own, until
+    :meth:`stop`."""
+
+    def __init__(self, app: web.Application, sock: socket.socket) -> None:
         self.loop = asyncio.new_event_loop()
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         self._thread = threading.Thread(target=self.loop.run_forever, name="dev-http", daemon=True)
         self._thread.start()
         try:
-            self.port: int = self._call(self._start(port))
+            self.port: int = self._call(self._start(sock))
         except BaseException:
             self.stop()
             raise
@@ -208,11 +224,10 @@ class WebServer:
 
         return asyncio.run_coroutine_threadsafe(wrapped(), self.loop).result()
 
-    async def _start(self, port: int) -> int:
+    async def _start(self, sock: socket.socket) -> int:
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", port)
-        await site.start()
-        bound: int = self._runner.addresses[0][1]
+        await web.SockSite(self._runner, sock).start()
+        bound: int = sock.getsockname()[1]
         return bound
 
     def stop(self) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from awaken_s3.threads.base import RunStore
 from awaken_s3.threads.errors import LeaseLost, RunNotFound, ThreadStoreError
+from awaken_s3.threads.models import RunStatus
 
 log = logging.getLogger("awaken_s3.lease")
 
@@ -18,8 +19,10 @@ class LeaseKeeper:
 
     A renewal that finds another epoch sets :attr:`lost` and stops: the loop checks it between
     steps, and the storage fences the worker anyway (commit, checkpoint, tool claim). A
-    transient renewal failure is logged and retried at the next tick; the lease is sized to
-    survive a few missed renewals.
+    renewal that finds the run cancelled (the renewal answers the run as stored) sets
+    :attr:`cancelled`: the loop abandons the model call or tools in flight, so a cancel stops
+    a streaming worker within one renewal interval. A transient renewal failure is logged and
+    retried at the next tick; the lease is sized to survive a few missed renewals.
     """
 
     def __init__(
@@ -42,6 +45,7 @@ class LeaseKeeper:
         self.interval = interval if interval is not None else lease_seconds / 3
         self.renewals = 0
         self.lost = asyncio.Event()
+        self.cancelled = asyncio.Event()
         self._sleep = sleep
         #: called after each successful renewal (the worker extends its queue record's
         #: visibility with the lease); its failures are the callee's to log
@@ -61,7 +65,7 @@ class LeaseKeeper:
 
     async def renew_now(self) -> bool:
         try:
-            await self.store.renew_lease(
+            run = await self.store.renew_lease(
                 self.run_id, worker=self.worker, epoch=self.epoch, lease_seconds=self.lease_seconds
             )
         except (LeaseLost, RunNotFound) as exc:
@@ -72,6 +76,9 @@ class LeaseKeeper:
             log.warning("run %s: lease renewal failed, will retry: %s", self.run_id, exc)
             return True
         self.renewals += 1
+        if run.status == RunStatus.CANCELLED:
+            log.info("run %s: cancelled; the work in flight stops", self.run_id)
+            self.cancelled.set()
         if self._on_renewed is not None:
             await self._on_renewed()
         return True

@@ -90,6 +90,13 @@ Heartbeat = Callable[[], Awaitable[None]]
 ProviderLookup = Callable[["Agent"], Awaitable[Provider | None]]
 
 
+class RunListener(Protocol):
+    """Told what the loop committed (the worker's live pushes, ``awaken_s3.service.push``)."""
+
+    def turn_committed(self, run: RunState, message: Message) -> None:
+        """``message`` is committed as the run's turn ``run.turn - 1``; must not block."""
+
+
 class RunEnd(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
@@ -167,10 +174,11 @@ class RunLoop:
         app: App | None = None,
         provider_for: ProviderLookup | None = None,
         turn_headroom: float = 0.0,
+        listener: RunListener | None = None,
     ) -> None:
         """``app``: the agents whose runs this loop drives (a run names its agent); without
         one, every run is the default agent's, with ``tools``. ``provider_for``: the provider
-        of an agent's turns (None for the runner's own)."""
+        of an agent's turns (None for the runner's own). ``listener``: told of each commit."""
         if max_idle_suspensions < 1:
             raise ValueError("max_idle_suspensions must be >= 1")
         if app is not None and tools is not None:
@@ -197,6 +205,7 @@ class RunLoop:
         #: seconds before the deadline after which an invocation that already made progress
         #: hands the run over instead of starting another model turn (0: only at the deadline)
         self.turn_headroom = turn_headroom
+        self.listener = listener
 
     async def run(
         self, run_id: str, *, deadline: float | None = None, heartbeat: Heartbeat | None = None
@@ -485,7 +494,7 @@ class _Drive:
                 )
             )
             if turn is None:
-                return await self.fenced("the lease was lost during the turn")
+                return await self.interrupted("the lease was lost during the turn")
             if isinstance(turn, TurnSuspended):
                 self.new_chars += turn.new_chars
                 return await self.suspend()
@@ -510,19 +519,29 @@ class _Drive:
         except ThreadStoreError:
             return False
 
+    async def interrupted(self, detail: str) -> RunResult:
+        """The work in flight was abandoned: the run was cancelled, or the lease lost."""
+        if self.keeper.cancelled.is_set():
+            return await self.finish(RunStatus.CANCELLED, None)
+        return await self.fenced(detail)
+
     async def while_leased(self, work: Awaitable[T]) -> T | None:
-        """Await ``work``, abandoning it (None) as soon as a renewal finds the lease gone: a
-        model call that can never be committed is not worth paying for, and a tool call that
-        can never be recorded is cancelled (its outcome is the next epoch's to judge)."""
+        """Await ``work``, abandoning it (None) as soon as a renewal finds the lease gone or
+        the run cancelled: a model call that can never be committed is not worth paying for,
+        and a tool call that can never be recorded is cancelled (its outcome is the next
+        epoch's to judge)."""
         work_task = asyncio.ensure_future(work)
         lost_task = asyncio.ensure_future(self.keeper.lost.wait())
+        cancel_task = asyncio.ensure_future(self.keeper.cancelled.wait())
         try:
-            await asyncio.wait({work_task, lost_task}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {work_task, lost_task, cancel_task}, return_when=asyncio.FIRST_COMPLETED
+            )
             if work_task.done():
                 return work_task.result()
             return None
         finally:
-            for task in (work_task, lost_task):
+            for task in (work_task, lost_task, cancel_task):
                 if not task.done():
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
@@ -638,6 +657,8 @@ class _Drive:
         if isinstance(committed, RunResult):
             return committed
         self.turns += 1
+        if self.loop.listener is not None:
+            self.loop.listener.turn_committed(committed, turn.message)
         # After the commit, never before: a crash in between leaves a stale checkpoint that
         # the next invocation (or the redelivery of an ended run) deletes without replaying.
         deleted = await self.delete_turn_checkpoint(run.turn, turn)
@@ -705,7 +726,7 @@ class _Drive:
         except (LeaseLost, ToolCallConflict) as exc:
             return await self.fenced(str(exc))
         if results is None:
-            return await self.fenced("the lease was lost while the tools ran")
+            return await self.interrupted("the lease was lost while the tools ran")
         done = [block for block in results if block is not None]
         self.tool_calls += len(done)
         if len(done) < len(results):

@@ -415,9 +415,16 @@ def get_partial(run_id: str) -> Response[str]:
 def cancel_run(run_id: str) -> Response[str]:
     owner = caller()
     public = path_id(run_id, validate_public_run_id)
-    run = with_services(
-        lambda services: runs.cancel_run(services.threads, owner=owner, public=public)
-    )
+
+    async def cancel(services: Services) -> RunState:
+        from awaken_s3.service.socket import tell_followers
+
+        run = await runs.cancel_run(services.threads, owner=owner, public=public)
+        # A run no worker drives would tell its live followers nothing.
+        await tell_followers(services, run, public)
+        return run
+
+    run = with_services(cancel)
     logger.info("run cancel requested", extra={"run_id": run.run_id, "status": run.status.value})
     return _json(HTTPStatus.OK, run_view(run))
 
