@@ -154,6 +154,10 @@ class Resolver:
         separator, text = arg
         return str(self.resolve(text)).split(separator)
 
+    def _Fn_Join(self, arg: list[Any]) -> str:
+        separator, items = arg
+        return separator.join(str(item) for item in self.resolve(items))
+
     def _Fn_Select(self, arg: list[Any]) -> Any:
         index, items = arg
         return self.resolve(items)[int(index)]
