@@ -328,6 +328,8 @@ class RunPusher:
     async def _forget(self, follower: _Follower) -> None:
         self._followers.pop(follower.connection_id, None)
         try:
+            # Its follow of this run first: a record may outlive its connection's own.
+            await self.connections.unfollow(self.run_id, follower.connection_id)
             await self.connections.forget(follower.connection_id)
         except ConnectionStoreError as exc:
             log.warning("run %s: a gone connection not forgotten: %s", self.run_id, exc)

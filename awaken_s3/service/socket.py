@@ -210,6 +210,7 @@ async def tell_followers(services: Services, run: RunState, public: str) -> None
             picture = await picture_of(services, run, follower.run_id, follower.position.turn)
             frames = [frame for frame, _ in frames_from(follower.position, picture)]
             if not await _send(sender, follower.connection_id, frames):
+                await connections.unfollow(run.run_id, follower.connection_id)
                 await connections.forget(follower.connection_id)
     except (ConnectionStoreError, ClientError, BotoCoreError) as exc:
         # The cancel stands; a follower re-following is told the run ended.
