@@ -206,3 +206,57 @@ async def test_a_cancel_on_the_socket_stops_the_run_and_a_disconnect_does_not(
         await second.until(lambda: second.frames[-1]["type"] == "error", "an error frame")
         assert second.frames[-1]["code"] == "unknown_action"
         await second.close()
+
+
+def test_runs_watch_follows_through_the_socket_and_through_a_kill(
+    dev_server_factory: Callable[..., DevServer],
+) -> None:
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    from tests.dev.conftest import ROOT
+
+    server = dev_server_factory(*FAST)
+    socket_url = server.url.replace("http://", "ws://") + "/ws"
+    with server.client() as http:
+        assert http.post("/threads", json={"thread_id": "t1"}).status_code == 201
+        assert http.post("/threads/t1/runs", json={"message": "a", "run_id": "r1"}).is_success
+        env = {**os.environ, "AWAKEN_API_URL": server.url, "AWAKEN_SOCKET_URL": socket_url}
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "awaken_s3.cli", "runs", "watch", "r1"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        lines: list[str] = []
+        assert watch.stdout is not None
+        reader = threading.Thread(target=lambda: lines.extend(iter(watch.stdout.readline, "")))  # type: ignore[union-attr]
+        reader.start()
+
+        def shown() -> str:
+            return "".join(
+                json.loads(line[6:]) for line in list(lines) if line.startswith("text: ")
+            )
+
+        eventually(lambda: len(shown()) >= 100, what="the watcher to show 100 characters")
+        kill_worker(http, server, "r1")
+        try:
+            assert watch.wait(timeout=HUNG) == 0, watch.stderr.read() if watch.stderr else ""
+        finally:
+            if watch.poll() is None:
+                watch.kill()
+                watch.wait()
+        reader.join()
+        committed = committed_turn(http, "t1")
+    assert "polling" not in (watch.stderr.read() if watch.stderr else "")
+    assert shown() == committed
+    assert "resumed with R1 (turn 0)\n" in lines
+    assert lines[-3:] == [
+        "status: completed\n",
+        f"committed turn: {json.dumps(committed, ensure_ascii=False)}\n",
+        "run r1 completed after 1 turn(s)\n",
+    ]
