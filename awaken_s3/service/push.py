@@ -14,7 +14,7 @@ durable (:class:`PushingCheckpointStore` around the runner's checkpoint store re
 that landed; :class:`PushingRunner` reports the turn's start and its resumes from the runner's
 turn events; the run loop reports each commit). One background task looks for followers and
 sends each what it is owed (:func:`awaken_s3.service.frames.frames_from`): at most one batch in
-flight, batches at least ``interval`` apart. A follower it has not served yet (a new follow,
+flight, batches at least ``gap`` apart. A follower it has not served yet (a new follow,
 or every follower after a crash) is sent from where its record says it stood, so a crash
 leaves no gap: at worst a resumed worker repeats characters a client has, which it skips by
 offset. A connection that is gone is forgotten.
@@ -69,8 +69,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("awaken_s3.push")
 
-#: seconds between push batches (and between a followed run's checkpoint puts)
+#: seconds between a followed run's checkpoint puts: what it pushes became durable by them
 PUSH_INTERVAL: Final = 0.1
+#: push batches start at least this long apart (a batch coalesces what landed meanwhile)
+PUSH_GAP: Final = 0.05
 #: seconds between two looks for new followers
 DISCOVER_EVERY: Final = 0.5
 #: upper bound on the last look and push when the invocation ends
@@ -133,6 +135,7 @@ class RunPusher:
         sender: FrameSender,
         threads: RunStore,
         interval: float = PUSH_INTERVAL,
+        gap: float = PUSH_GAP,
         discover_every: float = DISCOVER_EVERY,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -141,6 +144,7 @@ class RunPusher:
         self.sender = sender
         self.threads = threads
         self.interval = interval
+        self.gap = gap
         self.discover_every = discover_every
         self._clock = clock
         self._followers: dict[str, _Follower] = {}
@@ -251,12 +255,16 @@ class RunPusher:
                     log.warning("run %s: followers not read: %s", self.run_id, exc)
                 next_look = self._clock() + self.discover_every
             if self._dirty and self._followers:
+                started = self._clock()
                 try:
                     await self._push()
                 except (ConnectionStoreError, ThreadStoreError) as exc:
                     log.warning("run %s: a push batch failed: %s", self.run_id, exc)
                     self._dirty = True
-                await asyncio.sleep(self.interval)
+                except Exception:  # pushes are a courtesy: they never stop, nor stop the run
+                    log.exception("run %s: a push batch failed", self.run_id)
+                    self._dirty = True
+                await asyncio.sleep(max(0.0, started + self.gap - self._clock()))
                 continue
             self._wake.clear()
             if self._dirty and self._followers:
