@@ -69,6 +69,15 @@ class Follower:
         return len(self.view.text)
 
 
+def dev_with_a_run(factory: Callable[..., DevServer]) -> tuple[DevServer, str]:
+    """``awaken-s3 dev`` with run r1 streaming on thread t1, and its socket's URL."""
+    server = factory(*FAST)
+    with server.client() as http:
+        assert http.post("/threads", json={"thread_id": "t1"}).status_code == 201
+        assert http.post("/threads/t1/runs", json={"message": "a", "run_id": "r1"}).is_success
+    return server, server.url.replace("http://", "ws://") + "/ws"
+
+
 def kill_worker(http: httpx.Client, server: DevServer, run_id: str) -> int:
     killed = http.post(f"/dev/runs/{run_id}/kill")
     assert killed.status_code == 200, killed.text
@@ -171,11 +180,8 @@ async def test_a_followed_run_survives_two_kills_and_a_reconnect_without_gap_or_
 async def test_a_cancel_on_the_socket_stops_the_run_and_a_disconnect_does_not(
     dev_server_factory: Callable[..., DevServer],
 ) -> None:
-    server = dev_server_factory(*FAST)
-    socket_url = server.url.replace("http://", "ws://") + "/ws"
+    server, socket_url = dev_with_a_run(dev_server_factory)
     with server.client() as http:
-        assert http.post("/threads", json={"thread_id": "t1"}).status_code == 201
-        assert http.post("/threads/t1/runs", json={"message": "a", "run_id": "r1"}).is_success
         first = Follower(socket_url, "r1")
         await first.follow()
         await first.until(lambda: first.length >= 40, "some text")
@@ -218,11 +224,8 @@ def test_runs_watch_follows_through_the_socket_and_through_a_kill(
 
     from tests.dev.conftest import ROOT
 
-    server = dev_server_factory(*FAST)
-    socket_url = server.url.replace("http://", "ws://") + "/ws"
+    server, socket_url = dev_with_a_run(dev_server_factory)
     with server.client() as http:
-        assert http.post("/threads", json={"thread_id": "t1"}).status_code == 201
-        assert http.post("/threads/t1/runs", json={"message": "a", "run_id": "r1"}).is_success
         env = {**os.environ, "AWAKEN_API_URL": server.url, "AWAKEN_SOCKET_URL": socket_url}
         watch = subprocess.Popen(
             [sys.executable, "-m", "awaken_s3.cli", "runs", "watch", "r1"],

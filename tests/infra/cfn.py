@@ -156,7 +156,7 @@ class Resolver:
 
     def _Fn_Join(self, arg: list[Any]) -> str:
         separator, items = arg
-        return separator.join(str(item) for item in self.resolve(items))
+        return str(separator).join(str(item) for item in self.resolve(items))
 
     def _Fn_Select(self, arg: list[Any]) -> Any:
         index, items = arg

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from awaken_s3.messages import Message
-from awaken_s3.runtime.loop import RunEnd
+from awaken_s3.runtime.loop import RunEnd, RunResult
 from awaken_s3.threads import RunStatus
 from awaken_s3.threads.base import ThreadStore
 from awaken_s3.threads.models import RunState
@@ -47,6 +47,24 @@ class GatedRenewals:
         return getattr(self.inner, name)
 
 
+def start_run(
+    backend: Backend, pause: Any, clock: Any
+) -> tuple[GatedRenewals, asyncio.Task[RunResult]]:
+    """The seeded run driven by a worker whose renewals the test lets through one by one
+    (every 1 ms once let through: only the gate paces them)."""
+    store = GatedRenewals(backend.threads)
+    loop = build_loop(
+        store,
+        backend.checkpoints,
+        TurnAwareProvider([TurnSpec(TEXT)], pause=pause),
+        adding_registry(Effects()),
+        worker="w1",
+        clock=clock,
+        renew_every=0.001,
+    )
+    return store, asyncio.create_task(loop.run("r1"))
+
+
 async def test_a_cancel_stops_a_streaming_worker_at_its_next_renewal(
     backend: Backend, clock: Any
 ) -> None:
@@ -61,17 +79,7 @@ async def test_a_cancel_stops_a_streaming_worker_at_its_next_renewal(
             finally:
                 closed.set()
 
-    store = GatedRenewals(backend.threads)
-    loop = build_loop(
-        store,
-        backend.checkpoints,
-        TurnAwareProvider([TurnSpec(TEXT)], pause=pause),
-        adding_registry(Effects()),
-        worker="w1",
-        clock=clock,
-        renew_every=0.001,
-    )
-    task = asyncio.create_task(loop.run("r1"))
+    store, task = start_run(backend, pause, clock)
     async with asyncio.timeout(30):  # a bound only a hung test reaches
         await asyncio.wait(
             {task, asyncio.ensure_future(streaming.wait())}, return_when="FIRST_COMPLETED"
@@ -107,17 +115,7 @@ async def test_without_a_cancel_renewals_never_stop_the_turn(backend: Backend, c
         if index == 6:
             await release.wait()
 
-    store = GatedRenewals(backend.threads)
-    loop = build_loop(
-        store,
-        backend.checkpoints,
-        TurnAwareProvider([TurnSpec(TEXT)], pause=pause),
-        adding_registry(Effects()),
-        worker="w1",
-        clock=clock,
-        renew_every=0.001,
-    )
-    task = asyncio.create_task(loop.run("r1"))
+    store, task = start_run(backend, pause, clock)
     async with asyncio.timeout(30):
         for _ in range(3):
             store.gate.put_nowait(None)
