@@ -60,6 +60,7 @@ bench: venv
 	$(BIN)/python benchmarks/store_ops.py
 	$(BIN)/python benchmarks/stream_overhead.py
 	$(BIN)/python benchmarks/crash_resume.py
+	$(BIN)/python benchmarks/live_push.py
 
 clean:
 	rm -rf $(VENV) .venv-* .pytest_cache .mypy_cache .ruff_cache .hypothesis .aws-sam

@@ -63,13 +63,20 @@ def build_parser() -> argparse.ArgumentParser:
     watch = runs_sub.add_parser(
         "watch",
         help="follow a run live: its partial text and state, then the committed turn",
-        description="Polls GET /runs/{id}/partial of the HTTP API at AWAKEN_API_URL (the URL "
-        "`awaken-s3 dev` prints, or a deployed API's), with the bearer token in "
+        description="Follows the run through the WebSocket API at AWAKEN_SOCKET_URL when it is "
+        "set, else polls GET /runs/{id}/partial of the HTTP API at AWAKEN_API_URL (the URLs "
+        "`awaken-s3 dev` prints, or a deployed stack's), with the bearer token in "
         "AWAKEN_API_TOKEN when the API needs one. Exits 0 when the run completed.",
     )
     watch.add_argument("run_id", help="the run id, as the API's caller knows it")
     watch.add_argument("--api", default=None, help="the API's base URL (default: AWAKEN_API_URL)")
     watch.add_argument("--interval", type=float, default=0.5, help="seconds between polls")
+    watch.add_argument(
+        "--socket",
+        default=None,
+        help="follow through the WebSocket API at this ws:// or wss:// URL instead of polling "
+        "(default: AWAKEN_SOCKET_URL; polling when neither is set or the socket cannot be opened)",
+    )
 
     documented: dict[str, object] = {
         "epilog": CHECKPOINTS_ENVIRONMENT,
@@ -260,6 +267,14 @@ def _runs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error("--interval must be a positive number of seconds")
     try:
         api = Api(base, os.environ.get("AWAKEN_API_TOKEN") or None)
+        socket_url = args.socket or os.environ.get("AWAKEN_SOCKET_URL")
+        if socket_url:
+            from awaken_s3.dev.watch_socket import follow
+
+            followed = follow(api, socket_url, args.run_id, out=sys.stdout)
+            if followed is not None:
+                return followed
+            print(f"runs watch: cannot open {socket_url}; polling", file=sys.stderr)
         return watch_run(api, args.run_id, interval=args.interval)
     except WatchError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -52,7 +52,8 @@ if [ "${1:-}" = "--build" ]; then
     out="$work/build"
     echo "== sam build (into $out)"
     "$VENV/bin/sam" build --template-file template.yaml --build-dir "$out"
-    for pair in WorkerFunction:worker ApiFunction:api SweeperFunction:sweeper; do
+    for pair in WorkerFunction:worker ApiFunction:api SweeperFunction:sweeper \
+        SocketFunction:socket SocketAuthorizerFunction:socket_authorizer; do
         fn="${pair%%:*}" handler="${pair##*:}"
         [ -f "$out/$fn/handlers/$handler.py" ] \
             || { echo "sam build: $fn artifact lacks its handler" >&2; exit 1; }
@@ -62,7 +63,7 @@ if [ "${1:-}" = "--build" ]; then
                 || { echo "sam build: awaken_s3/$pruned leaked into $fn" >&2; exit 1; }
         done
     done
-    du -sh "$out"/WorkerFunction "$out"/ApiFunction "$out"/SweeperFunction
+    du -sh "$out"/WorkerFunction "$out"/ApiFunction "$out"/SweeperFunction "$out"/SocketFunction
     # The arm64 artifact cannot be imported here; the same recipe for this host's platform
     # can. Importing the handlers from it alone (-I: no site-packages, no .venv) proves the
     # artifact's dependency set is complete, e.g. that no handler needs a dev-only package.
@@ -72,7 +73,7 @@ if [ "${1:-}" = "--build" ]; then
         LAMBDA_PYTHON_VERSION="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
         LAMBDA_PLATFORMS="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_platform().replace("linux-", "manylinux2014_"))')"
     (cd "$host" && env -i PATH=/usr/bin:/bin AWS_DEFAULT_REGION=us-east-1 "$(command -v "$PYTHON")" -I -c \
-        'import sys; sys.path.insert(0, "."); import handlers.worker, handlers.api, handlers.sweeper; print("handlers import: OK")')
+        'import sys; sys.path.insert(0, "."); import handlers.worker, handlers.api, handlers.sweeper, handlers.socket, handlers.socket_authorizer, jwt.algorithms; jwt.algorithms.RSAAlgorithm; print("handlers import: OK")')
     # A Bedrock-only build carries no provider SDK, and its handlers still load everything
     # a Bedrock worker needs on its first invocation (the provider and the AWS clients).
     echo "== Bedrock-only build (PROVIDERS=bedrock) for $PYTHON on this host"
@@ -84,7 +85,7 @@ if [ "${1:-}" = "--build" ]; then
         [ ! -e "$bedrock/$sdk" ] || { echo "PROVIDERS=bedrock shipped the $sdk SDK" >&2; exit 1; }
     done
     (cd "$bedrock" && env -i PATH=/usr/bin:/bin AWS_DEFAULT_REGION=us-east-1 "$(command -v "$PYTHON")" -I -c \
-        'import sys; sys.path.insert(0, "."); import handlers.worker, boto3; from awaken_s3.providers.config import ProviderSettings, build_provider; build_provider(ProviderSettings(model="m", region="us-east-1")); import awaken_s3.runtime.loop, awaken_s3.stores.s3, awaken_s3.threads.dynamo; [boto3.client(s, region_name="us-east-1") for s in ("dynamodb", "s3", "sqs", "bedrock-runtime", "ssm", "secretsmanager", "sts")]; print("bedrock-only worker: OK")')
+        'import sys; sys.path.insert(0, "."); import handlers.worker, boto3; from awaken_s3.providers.config import ProviderSettings, build_provider; build_provider(ProviderSettings(model="m", region="us-east-1")); import awaken_s3.runtime.loop, awaken_s3.stores.s3, awaken_s3.threads.dynamo; [boto3.client(s, region_name="us-east-1") for s in ("dynamodb", "s3", "sqs", "bedrock-runtime", "ssm", "secretsmanager", "sts")]; boto3.client("apigatewaymanagementapi", region_name="us-east-1", endpoint_url="https://example.execute-api.us-east-1.amazonaws.com/live"); print("bedrock-only worker: OK")')
     du -sh "$bedrock"
 
     # The project as its user builds it: SAM's standard Python builder (src/ as the

@@ -1,7 +1,8 @@
 """An HTTP request as API Gateway HTTP API (payload 2.0) hands it to a function, and the
 function's answer back as HTTP (pure: no sockets).
 
-What API Gateway does and this mirrors: it routes only the routes template.yaml declares
+What API Gateway does and this mirrors: it routes only the declared routes
+(:mod:`awaken_s3.service.routes`, which template.yaml is checked against)
 (anything else is its own 404 and never reaches the function), fills ``routeKey`` and
 ``pathParameters``, lower-cases header names and joins repeated ones with commas, moves cookies
 into ``cookies``, joins repeated query parameters with commas, base64-encodes a body that is
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import time
 import urllib.parse
 import uuid
@@ -21,46 +21,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-#: the HTTP API's routes, as template.yaml declares them (tests/infra compares the two)
-_ROUTES: Final = (
-    ("GET", "/agents"),
-    ("POST", "/threads"),
-    ("GET", "/threads/{thread_id}"),
-    ("POST", "/threads/{thread_id}/runs"),
-    ("GET", "/runs/{run_id}"),
-    ("GET", "/runs/{run_id}/partial"),
-    ("POST", "/runs/{run_id}/cancel"),
-)
+from awaken_s3.service.routes import HTTP_ROUTES, HttpRoute
+from awaken_s3.service.routes import route_for as route_for
 
-
-@dataclass(frozen=True)
-class Route:
-    method: str
-    path: str
-
-    @property
-    def key(self) -> str:
-        return f"{self.method} {self.path}"
-
-    def match(self, method: str, path: str) -> dict[str, str] | None:
-        if method != self.method:
-            return None
-        pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(self.path))
-        found = re.fullmatch(pattern, path)
-        if found is None:
-            return None
-        return {name: urllib.parse.unquote(value) for name, value in found.groupdict().items()}
-
-
-ROUTES: Final = tuple(Route(method, path) for method, path in _ROUTES)
-
-
-def route_for(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
-    for route in ROUTES:
-        parameters = route.match(method, path)
-        if parameters is not None:
-            return route, parameters
-    return None
+#: kept under these names: tests and tools route requests as the dev server does
+ROUTES: Final = HTTP_ROUTES
+Route = HttpRoute
 
 
 @dataclass(frozen=True)
@@ -100,7 +66,7 @@ def jwt_claims(sub: str, *, issuer: str, audience: str, now: float) -> dict[str,
 
 def http_api_event(
     request: HttpRequest,
-    route: Route,
+    route: HttpRoute,
     path_parameters: Mapping[str, str],
     *,
     claims: Mapping[str, str] | None,
@@ -199,3 +165,59 @@ def http_response(result: Any) -> HttpResponse:
     else:
         body = str(raw).encode("utf-8")
     return HttpResponse(status, tuple(headers), body)
+
+
+# -- the WebSocket API
+
+#: the WebSocket API's stage (template.yaml's SocketStage)
+SOCKET_STAGE: Final = "live"
+_EVENT_TYPES: Final = {"$connect": "CONNECT", "$disconnect": "DISCONNECT"}
+
+
+def connection_id() -> str:
+    """A new connection id in API Gateway's shape (12 base64 characters, ``=``-padded)."""
+    return base64.b64encode(uuid.uuid4().bytes[:9]).decode("ascii").replace("/", "_") + "="
+
+
+def socket_event(
+    route_key: str,
+    connection: str,
+    *,
+    principal: str | None,
+    body: str | None = None,
+    query: Mapping[str, str] | None = None,
+    connected_at: float,
+    api_id: str = "awaken-dev",
+    domain: str = "127.0.0.1",
+    source_ip: str = "127.0.0.1",
+    now: float | None = None,
+) -> dict[str, Any]:
+    """The event API Gateway's WebSocket API hands a route's Lambda integration.
+
+    ``principal`` is what the ``$connect`` authorizer allowed (its ``principalId`` and the
+    ``sub`` of its context); API Gateway passes that context on every route of the
+    connection.
+    """
+    now = time.time() if now is None else now
+    context: dict[str, Any] = {
+        "routeKey": route_key,
+        "eventType": _EVENT_TYPES.get(route_key, "MESSAGE"),
+        "messageDirection": "IN",
+        "stage": SOCKET_STAGE,
+        "connectedAt": int(connected_at * 1000),
+        "requestTimeEpoch": int(now * 1000),
+        "requestTime": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
+        "identity": {"sourceIp": source_ip},
+        "requestId": uuid.uuid4().hex,
+        "domainName": domain,
+        "connectionId": connection,
+        "apiId": api_id,
+    }
+    if principal is not None:
+        context["authorizer"] = {"principalId": principal, "sub": principal}
+    event: dict[str, Any] = {"requestContext": context, "isBase64Encoded": False}
+    if route_key == "$connect" and query:
+        event["queryStringParameters"] = dict(query)
+    if body is not None:
+        event["body"] = body
+    return event

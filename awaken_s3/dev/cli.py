@@ -30,6 +30,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "server unless --aws. Ctrl-C stops everything."
         ),
     )
+    _app_options(dev)
+    _stack_options(dev)
+
+
+def _app_options(dev: argparse.ArgumentParser) -> None:
     dev.add_argument(
         "--app",
         metavar="MODULE:ATTRIBUTE",
@@ -59,6 +64,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "settings as the Lambda (AWAKEN_MODEL, AWAKEN_API_KEY_PARAM, ...)",
     )
     dev.add_argument(
+        "--scripted-delay",
+        type=cli_args.seconds_or_zero,
+        default=0.08,
+        help="seconds between the scripted model's 4-character deltas",
+    )
+
+
+def _stack_options(dev: argparse.ArgumentParser) -> None:
+    dev.add_argument(
         "--aws",
         action="store_true",
         help="use the endpoint and credentials botocore finds (AWS_ENDPOINT_URL, a profile) "
@@ -82,12 +96,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=cli_args.seconds_or_zero,
         default=60.0,
         help="seconds between sweeps (0: none)",
-    )
-    dev.add_argument(
-        "--scripted-delay",
-        type=cli_args.seconds_or_zero,
-        default=0.08,
-        help="seconds between the scripted model's 4-character deltas",
     )
 
 
@@ -144,6 +152,8 @@ def banner(stack: DevStack) -> str:
     lines = [
         f"awaken-s3 dev: the HTTP API on {stack.url}",
         f"  console      {console}",
+        f"  sockets      the WebSocket API on {stack.socket_url} (follow a run live; "
+        + ("?token=<token>)" if options.token else "no token needed)"),
         f"  identity     sub={options.sub} (the JWT claims of every request)",
     ]
     if options.token:
@@ -164,6 +174,7 @@ def banner(stack: DevStack) -> str:
     ]
     exports = dict(stack.exports)
     exports["AWAKEN_API_URL"] = stack.url
+    exports["AWAKEN_SOCKET_URL"] = stack.socket_url
     if options.token:
         exports["AWAKEN_API_TOKEN"] = options.token
     lines += [f"  export {name}={shlex.quote(value)}" for name, value in exports.items()]

@@ -55,6 +55,8 @@ class StackNames:
     table: str
     queue: str
     dead_letter_queue: str
+    #: the WebSocket API's connection records
+    connections: str = ""
 
     @classmethod
     def from_name(cls, name: str) -> StackNames:
@@ -64,6 +66,7 @@ class StackNames:
             table=name,
             queue=f"{name}-runs.fifo",
             dead_letter_queue=f"{name}-dead-letters.fifo",
+            connections=f"{name}-connections",
         )
 
 
@@ -101,6 +104,28 @@ def create_table(dynamodb: Any, table: str) -> None:
         if error_code(exc) != "ResourceInUseException":
             raise
     dynamodb.get_waiter("table_exists").wait(TableName=table)
+
+
+def create_connection_table(dynamodb: Any, table: str) -> None:
+    """The WebSocket API's connection table, with its TTL (template: ConnectionTable)."""
+    from botocore.exceptions import ClientError
+
+    from awaken_s3.service.connections import TTL_ATTRIBUTE
+    from awaken_s3.service.connections import table_definition as connection_table
+    from awaken_s3.threads.client_errors import error_code
+
+    try:
+        dynamodb.create_table(TableName=table, **connection_table())
+    except ClientError as exc:
+        if error_code(exc) != "ResourceInUseException":
+            raise
+    dynamodb.get_waiter("table_exists").wait(TableName=table)
+    ttl = dynamodb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
+    if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
+        dynamodb.update_time_to_live(
+            TableName=table,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
+        )
 
 
 def create_queues(sqs: Any, names: StackNames, *, worker_timeout: int) -> tuple[str, str]:
@@ -146,6 +171,7 @@ def function_environment(stack: Stack, *, lease_seconds: float) -> dict[str, str
         "AWAKEN_BUCKET": stack.names.bucket,
         "AWAKEN_TABLE": stack.names.table,
         "AWAKEN_QUEUE_URL": stack.queue_url,
+        "AWAKEN_CONNECTIONS_TABLE": stack.names.connections,
         "AWAKEN_CHECKPOINT_PREFIX": DEFAULT_CHECKPOINT_PREFIX,
         "AWAKEN_DEADLINE_MARGIN_SECONDS": "10",
         "AWAKEN_LEASE_SECONDS": str(lease_seconds),
@@ -167,6 +193,7 @@ def create_stack(
 
     create_bucket(client("s3"), names.bucket, region)
     create_table(client("dynamodb"), names.table)
+    create_connection_table(client("dynamodb"), names.connections)
     queue_url, dlq_url = create_queues(client("sqs"), names, worker_timeout=worker_timeout)
     return Stack(names, queue_url, dlq_url)
 

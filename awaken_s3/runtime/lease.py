@@ -29,8 +29,10 @@ class LeaseKeeper:
 
     A renewal that finds another epoch sets :attr:`lost` and stops: the loop checks it between
     steps, and the storage fences the worker anyway (commit, checkpoint, tool claim). A
-    transient renewal failure is logged and retried at the next tick; the lease is sized to
-    survive a few missed renewals.
+    renewal that finds the run cancelled (the renewal answers the run as stored) sets
+    :attr:`cancelled`: the loop abandons the model call or tools in flight, so a cancel stops
+    a streaming worker within one renewal interval. A transient renewal failure is logged and
+    retried at the next tick; the lease is sized to survive a few missed renewals.
     """
 
     def __init__(
@@ -53,6 +55,7 @@ class LeaseKeeper:
         self.interval = interval if interval is not None else lease_seconds / 3
         self.renewals = 0
         self.lost = asyncio.Event()
+        self.cancelled = asyncio.Event()
         self._sleep = sleep
         #: called after each successful renewal (the worker extends its queue record's
         #: visibility with the lease); its failures are the callee's to log
@@ -72,7 +75,7 @@ class LeaseKeeper:
 
     async def renew_now(self) -> bool:
         try:
-            await self.store.renew_lease(
+            run = await self.store.renew_lease(
                 self.run_id, worker=self.worker, epoch=self.epoch, lease_seconds=self.lease_seconds
             )
         except (LeaseLost, RunNotFound) as exc:
@@ -83,23 +86,30 @@ class LeaseKeeper:
             log.warning("run %s: lease renewal failed, will retry: %s", self.run_id, exc)
             return True
         self.renewals += 1
+        if run.status == RunStatus.CANCELLED:
+            log.info("run %s: cancelled; the work in flight stops", self.run_id)
+            self.cancelled.set()
         if self._on_renewed is not None:
             await self._on_renewed()
         return True
 
     async def while_held(self, work: Awaitable[T]) -> T | None:
-        """Await ``work``, abandoning it (None) as soon as a renewal finds the lease gone: a
-        model call that can never be committed is not worth paying for, and a tool call that
-        can never be recorded is cancelled (its outcome is the next epoch's to judge)."""
+        """Await ``work``, abandoning it (None) as soon as a renewal finds the lease gone or
+        the run cancelled: a model call that can never be committed is not worth paying for,
+        and a tool call that can never be recorded is cancelled (its outcome is the next
+        epoch's to judge)."""
         work_task = asyncio.ensure_future(work)
         lost_task = asyncio.ensure_future(self.lost.wait())
+        cancel_task = asyncio.ensure_future(self.cancelled.wait())
         try:
-            await asyncio.wait({work_task, lost_task}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {work_task, lost_task, cancel_task}, return_when=asyncio.FIRST_COMPLETED
+            )
             if work_task.done():
                 return work_task.result()
             return None
         finally:
-            for task in (work_task, lost_task):
+            for task in (work_task, lost_task, cancel_task):
                 if not task.done():
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
@@ -179,6 +189,11 @@ class RunLease:
     def lost(self) -> bool:
         """A renewal found the lease gone."""
         return self.keeper is not None and self.keeper.lost.is_set()
+
+    @property
+    def cancelled(self) -> bool:
+        """A renewal found the run cancelled (the work in flight was abandoned for it)."""
+        return self.keeper is not None and self.keeper.cancelled.is_set()
 
     async def while_held(self, work: Awaitable[T]) -> T | None:
         assert self.keeper is not None, "claimed first"

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from awaken_s3.runtime import run_machine as rm
+from awaken_s3.runtime.collaborators import ProviderLookup, RunListener, TurnRunnerLike
 from awaken_s3.runtime.lease import Heartbeat, RunLease
 from awaken_s3.runtime.run_machine import (
     DEFAULT_MAX_IDLE_SUSPENSIONS,
@@ -37,7 +38,6 @@ from awaken_s3.runtime.tools import ToolRegistry
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.streaming.cleanup import Cleared, delete_turn_checkpoint, settle_checkpoint
 from awaken_s3.streaming.outcome import TurnOutcome
-from awaken_s3.streaming.provider import Provider
 from awaken_s3.streaming.turn_request import NOT_LOADED, TurnRequest
 from awaken_s3.threads.base import ThreadStore
 from awaken_s3.threads.errors import (
@@ -62,21 +62,12 @@ __all__ = [
     "UNKNOWN_AGENT",
     "UNKNOWN_TOOL",
     "RunEnd",
+    "RunListener",
     "RunLoop",
     "RunResult",
     "TurnRunnerLike",
     "pending_tool_calls",
 ]
-
-
-class TurnRunnerLike(Protocol):
-    """What the loop needs from :class:`awaken_s3.streaming.runner.TurnRunner`."""
-
-    async def run_turn(self, turn: TurnRequest) -> TurnOutcome: ...
-
-
-#: the provider an agent's turns stream from; None: the runner's own
-ProviderLookup = Callable[["Agent"], Awaitable[Provider | None]]
 
 
 class RunLoop:
@@ -96,11 +87,13 @@ class RunLoop:
         app: App | None = None,
         provider_for: ProviderLookup | None = None,
         turn_headroom: float = 0.0,
+        listener: RunListener | None = None,
     ) -> None:
         """``app``: the agents whose runs it drives (without one, every run is the default
         agent's, with ``tools``); ``provider_for``: an agent's provider (None: the runner's);
         ``renew_every`` 0 disables renewal; ``max_idle_suspensions`` and ``turn_headroom``:
-        see :class:`~awaken_s3.runtime.run_machine.RunMachine`."""
+        see :class:`~awaken_s3.runtime.run_machine.RunMachine`; ``listener``: told of each
+        committed model turn."""
         if max_idle_suspensions < 1:
             raise ValueError("max_idle_suspensions must be >= 1")
         if app is not None and tools is not None:
@@ -114,6 +107,7 @@ class RunLoop:
         self.worker_id, self.lease_seconds, self.renew_every = worker_id, lease_seconds, renew_every
         self._clock, self._monotonic = clock, monotonic
         self.max_idle_suspensions, self.turn_headroom = max_idle_suspensions, turn_headroom
+        self.listener = listener
 
     async def run(
         self, run_id: str, *, deadline: float | None = None, heartbeat: Heartbeat | None = None
@@ -193,7 +187,8 @@ class _Driver:
             case rm.RunTools():
                 return await self.run_tools(action)
             case rm.RunTurn():
-                return rm.TurnEnded(await self.run_turn(action))
+                outcome = await self.run_turn(action)
+                return rm.TurnEnded(outcome, cancelled=outcome is None and lease.cancelled)
             case rm.ConfirmOwner():
                 return rm.OwnerAnswered(await self.still_ours())
             case rm.Commit():
@@ -251,6 +246,8 @@ class _Driver:
             return rm.MovedOn(str(exc))
         if result.duplicate:
             log.info("run %s: commit %s had already landed", self.run_id, commit.commit_id)
+        if commit.advance_turn and self.loop.listener is not None:
+            self.loop.listener.turn_committed(result.run, commit.messages[0])
         return rm.Committed(result.run)
 
     async def still_ours(self) -> bool:
@@ -296,4 +293,6 @@ class _Driver:
             results = await self.lease.while_held(batch)
         except (LeaseLost, ToolCallConflict) as exc:
             return rm.ToolsRan(None, refused=str(exc))
-        return rm.ToolsRan(None if results is None else tuple(results))
+        if results is None:
+            return rm.ToolsRan(None, cancelled=self.lease.cancelled)
+        return rm.ToolsRan(tuple(results))

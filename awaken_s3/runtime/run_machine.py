@@ -15,9 +15,11 @@ is one row of :data:`TRANSITIONS`:
 |                  |                     | (ThreadNotFound); else the step                     |
 | READING          | RunRead             | the step                                            |
 | RELOADING        | HistoryLoaded       | the step, from its budget check on                  |
-| RUNNING_TOOLS    | ToolsRan            | refused or lease lost → CheckFence; a call not      |
-|                  |                     | started → the hand-over; else Commit the results    |
-| TURNING          | TurnEnded           | lease lost → CheckFence; suspended → the hand-over; |
+| RUNNING_TOOLS    | ToolsRan            | refused or lease lost → CheckFence; abandoned for a |
+|                  |                     | cancel → ReadRun; a call not started → the          |
+|                  |                     | hand-over; else Commit the results                  |
+| TURNING          | TurnEnded           | lease lost → CheckFence; abandoned for a cancel →   |
+|                  |                     | ReadRun; suspended → the hand-over;                 |
 |                  |                     | fenced → ConfirmOwner (repairs left) or CheckFence; |
 |                  |                     | failed → Finish failed; completed → Commit          |
 | CONFIRMING       | OwnerAnswered       | ours → ReadRun (the turn again); else CheckFence    |
@@ -185,12 +187,16 @@ class ToolsRan:
     results: tuple[ToolResultBlock | None, ...] | None
     #: a claim the ledger refused (another epoch), or None
     refused: str | None = None
+    #: the calls were abandoned because a renewal found the run cancelled
+    cancelled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class TurnEnded:
-    #: None: the lease was lost while the turn ran (it was abandoned)
+    #: None: the lease was lost, or the run cancelled, while the turn ran (it was abandoned)
     outcome: TurnOutcome | None
+    #: abandoned because a renewal found the run cancelled: the step reads it and ends it
+    cancelled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -714,6 +720,8 @@ class RunMachine(RunExits):
         if event.refused is not None:
             return self._check_fence(event.refused)
         if event.results is None:
+            if event.cancelled:
+                return self._read()  # the step finds the run cancelled and ends it
             return self._check_fence("the lease was lost while the tools ran")
         done = tuple(block for block in event.results if block is not None)
         self.tally.tool_calls += len(done)
@@ -733,6 +741,8 @@ class RunMachine(RunExits):
 
     def _on_turn(self, event: TurnEnded) -> Action:
         match event.outcome:
+            case None if event.cancelled:
+                return self._read()  # the step finds the run cancelled and ends it
             case None:
                 return self._check_fence("the lease was lost during the turn")
             case TurnSuspended(new_chars=new_chars):

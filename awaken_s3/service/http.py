@@ -59,6 +59,7 @@ from awaken_s3.service.partial import (
     view_etag,
 )
 from awaken_s3.service.queue import RunMessage, send_run_message
+from awaken_s3.service.routes import HTTP_ROUTES
 from awaken_s3.service.runs import ApiError
 from awaken_s3.service.scoping import (
     validate_public_run_id,
@@ -302,14 +303,12 @@ def settings_for(request: CreateRunRequest) -> RunSettings:
 # -- routes
 
 
-@app.get("/agents")
 def list_agents() -> Response[str]:
     caller()
     agents = [agent_view(agent, model=default_model(agent)) for agent in served_app()]
     return _json(HTTPStatus.OK, {"agents": agents})
 
 
-@app.post("/threads")
 def create_thread() -> Response[str]:
     owner = caller()
     request = parse_body(CreateThreadRequest)
@@ -327,7 +326,6 @@ def create_thread() -> Response[str]:
     return _json(HTTPStatus.CREATED if created else HTTPStatus.OK, thread_view(thread))
 
 
-@app.get("/threads/<thread_id>")
 def get_thread(thread_id: str) -> Response[str]:
     owner = caller()
     public = path_id(thread_id, validate_public_thread_id)
@@ -339,7 +337,6 @@ def get_thread(thread_id: str) -> Response[str]:
     return _json(HTTPStatus.OK, body)
 
 
-@app.post("/threads/<thread_id>/runs")
 def create_run(thread_id: str) -> Response[str]:
     owner = caller()
     public_thread = path_id(thread_id, validate_public_thread_id)
@@ -386,7 +383,6 @@ def run_with_partial(run_id: str) -> tuple[str, RunState, PartialRead]:
     return public, run, partial
 
 
-@app.get("/runs/<run_id>")
 def get_run(run_id: str) -> Response[str]:
     _, run, read = run_with_partial(run_id)
     body = run_view(run)
@@ -396,7 +392,6 @@ def get_run(run_id: str) -> Response[str]:
     return _json(HTTPStatus.OK, body)
 
 
-@app.get("/runs/<run_id>/partial")
 def get_partial(run_id: str) -> Response[str]:
     after, turn = query_offset("after"), query_offset("turn")
     public, run, read = run_with_partial(run_id)
@@ -419,15 +414,37 @@ def get_partial(run_id: str) -> Response[str]:
     )
 
 
-@app.post("/runs/<run_id>/cancel")
 def cancel_run(run_id: str) -> Response[str]:
     owner = caller()
     public = path_id(run_id, validate_public_run_id)
-    run = with_services(
-        lambda services: runs.cancel_run(services.threads, owner=owner, public=public)
-    )
+
+    async def cancel(services: Services) -> RunState:
+        from awaken_s3.service.socket import tell_followers
+
+        run = await runs.cancel_run(services.threads, owner=owner, public=public)
+        # A run no worker drives would tell its live followers nothing.
+        await tell_followers(services, run, public)
+        return run
+
+    run = with_services(cancel)
     logger.info("run cancel requested", extra={"run_id": run.run_id, "status": run.status.value})
     return _json(HTTPStatus.OK, run_view(run))
+
+
+#: each route's function; the routes themselves are declared once, in :mod:`routes`
+ROUTE_FUNCTIONS: dict[str, Callable[..., Response[str]]] = {
+    "ListAgents": list_agents,
+    "CreateThread": create_thread,
+    "GetThread": get_thread,
+    "CreateRun": create_run,
+    "GetRun": get_run,
+    "GetRunPartial": get_partial,
+    "CancelRun": cancel_run,
+}
+if set(ROUTE_FUNCTIONS) != {route.name for route in HTTP_ROUTES}:
+    raise RuntimeError("every declared route needs a function here, and only those")
+for _route in HTTP_ROUTES:
+    app.route(_route.resolver_path, method=_route.method)(ROUTE_FUNCTIONS[_route.name])
 
 
 def _proxy_response(status: HTTPStatus, body: dict[str, Any]) -> dict[str, Any]:

@@ -62,6 +62,8 @@ CLIENT_ENVIRONMENT = (
     "AWS_ENDPOINT_URL_S3",
     "AWS_ENDPOINT_URL_SQS",
     "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+    "AWS_ENDPOINT_URL_APIGATEWAYMANAGEMENTAPI",
+    "AWAKEN_CONNECTIONS_TABLE",
     "AWS_REGION",
     "AWS_DEFAULT_REGION",
     "AWS_ACCESS_KEY_ID",
@@ -81,6 +83,8 @@ class Services:
     #: the S3 and DynamoDB clients behind the stores (to name their endpoints in errors)
     s3: Any = None
     dynamodb: Any = None
+    #: the WebSocket API's management client (live pushes), None without a WebSocket API
+    management: Any = None
 
     @property
     def queue_url(self) -> str:
@@ -99,7 +103,9 @@ def shared_session() -> aioboto3.Session:
     return aioboto3.Session()
 
 
-def build_services(settings: StorageSettings, *, dynamodb: Any, s3: Any, sqs: Any) -> Services:
+def build_services(
+    settings: StorageSettings, *, dynamodb: Any, s3: Any, sqs: Any, management: Any = None
+) -> Services:
     """The stores over open clients (cheap: they only name the table, bucket and queue)."""
     from awaken_s3.stores.s3 import S3StreamCheckpointStore
     from awaken_s3.threads.dynamo import DynamoThreadStore
@@ -119,6 +125,7 @@ def build_services(settings: StorageSettings, *, dynamodb: Any, s3: Any, sqs: An
         sqs=sqs,
         s3=s3,
         dynamodb=dynamodb,
+        management=management,
     )
 
 
@@ -128,13 +135,16 @@ async def open_services(
 ) -> AsyncIterator[Services]:
     """Clients for one ``async with`` block on the caller's loop (the CLI, tests)."""
     async with AsyncExitStack() as stack:
-        db, s3, sqs = await _enter_clients(stack, session or shared_session())
-        yield build_services(settings, dynamodb=db, s3=s3, sqs=sqs)
+        db, s3, sqs, management = await _enter_clients(stack, session or shared_session())
+        yield build_services(settings, dynamodb=db, s3=s3, sqs=sqs, management=management)
 
 
-async def _enter_clients(stack: AsyncExitStack, session: aioboto3.Session) -> tuple[Any, Any, Any]:
-    """DynamoDB (with the thread store's retry settings), S3 and SQS clients, closed with
-    ``stack``."""
+async def _enter_clients(
+    stack: AsyncExitStack, session: aioboto3.Session
+) -> tuple[Any, Any, Any, Any]:
+    """DynamoDB (with the thread store's retry settings), S3 and SQS clients, and the
+    WebSocket API's management client where there is one, closed with ``stack``."""
+    from awaken_s3.service.connections import connections_table
     from awaken_s3.threads.dynamo import dynamodb_client_config
 
     db = await stack.enter_async_context(
@@ -142,7 +152,12 @@ async def _enter_clients(stack: AsyncExitStack, session: aioboto3.Session) -> tu
     )
     s3 = await stack.enter_async_context(session.client("s3"))
     sqs = await stack.enter_async_context(session.client("sqs"))
-    return db, s3, sqs
+    management = None
+    if connections_table() is not None:
+        # Its endpoint is the socket API's own, from botocore's settings
+        # (AWS_ENDPOINT_URL_APIGATEWAYMANAGEMENTAPI): the service has no regional default.
+        management = await stack.enter_async_context(session.client("apigatewaymanagementapi"))
+    return db, s3, sqs, management
 
 
 def poisons(exc: BaseException) -> bool:
@@ -199,6 +214,7 @@ class _Clients:
     dynamodb: Any
     s3: Any
     sqs: Any
+    management: Any
     #: the providers built from settings (one per provider configuration the app's agents use)
     providers: dict[str, _ProviderEntry] = field(default_factory=dict)
 
@@ -256,7 +272,13 @@ class WarmRuntime:
     async def services(self, settings: StorageSettings) -> Services:
         """The stores over the process's clients (opened now if needed); on the runner."""
         clients = await self._open()
-        return build_services(settings, dynamodb=clients.dynamodb, s3=clients.s3, sqs=clients.sqs)
+        return build_services(
+            settings,
+            dynamodb=clients.dynamodb,
+            s3=clients.s3,
+            sqs=clients.sqs,
+            management=clients.management,
+        )
 
     async def provider(self, settings: ProviderSettings) -> Provider:
         """The provider ``settings`` describe, built once and kept with the clients, one per
@@ -304,11 +326,11 @@ class WarmRuntime:
         if self._clients is None:
             stack = AsyncExitStack()
             try:
-                db, s3, sqs = await _enter_clients(stack, shared_session())
+                db, s3, sqs, management = await _enter_clients(stack, shared_session())
             except BaseException:
                 await stack.aclose()
                 raise
-            clients = _Clients(stack, environment, db, s3, sqs)
+            clients = _Clients(stack, environment, db, s3, sqs, management)
             stack.push_async_callback(clients.close_provider)
             self._clients = clients
             self._poisoned = False

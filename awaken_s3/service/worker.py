@@ -200,21 +200,26 @@ class Invocation:
         from awaken_s3.runtime.loop import RunLoop
         from awaken_s3.service.dispositions import Action, disposition
         from awaken_s3.service.instrumented import InstrumentedRunner
+        from awaken_s3.service.push import pushing, run_pusher
         from awaken_s3.service.queue import set_visibility
         from awaken_s3.streaming.retry import RetryPolicy
         from awaken_s3.streaming.runner import TurnRunner
         from awaken_s3.threads.errors import RunNotFound
 
         writer = worker_id(self.context)
-        runner = InstrumentedRunner(
-            TurnRunner(
-                self.provider,
-                self.services.checkpoints,
-                writer_id=writer,
-                retry_policy=RetryPolicy(max_interruptions=self.settings.max_interruptions),
-                clock=monotonic,
-            )
+        # Live pushes to the run's followers, where the stack has a WebSocket API.
+        pusher = run_pusher(self.services, message.run_id)
+        turns = TurnRunner(
+            self.provider,
+            self.services.checkpoints
+            if pusher is None
+            else pusher.store(self.services.checkpoints),
+            writer_id=writer,
+            retry_policy=RetryPolicy(max_interruptions=self.settings.max_interruptions),
+            clock=monotonic,
+            writer_factory=None if pusher is None else pusher.writer_factory,
         )
+        runner = InstrumentedRunner(turns if pusher is None else pusher.runner(turns))
         loop = RunLoop(
             self.services.threads,
             runner,
@@ -226,6 +231,7 @@ class Invocation:
             app=self.app,
             provider_for=self.agent_provider,
             turn_headroom=self.settings.turn_headroom,
+            listener=pusher,
         )
 
         async def keep_hidden() -> None:
@@ -239,7 +245,12 @@ class Invocation:
             )
 
         try:
-            result = await loop.run(message.run_id, deadline=self.deadline, heartbeat=keep_hidden)
+            async with pushing(pusher):
+                result = await loop.run(
+                    message.run_id, deadline=self.deadline, heartbeat=keep_hidden
+                )
+                if pusher is not None:
+                    pusher.run_returned(result)
         except RunNotFound:
             logger.warning(
                 "acknowledging a message for an unknown run",

@@ -132,6 +132,9 @@ class WriterContext:
     clock: Clock
     stats: StatsCounter
     confirm_owner: OwnerCheck | None = None
+    #: the put interval now, when it may change during the turn (a run someone follows live
+    #: is checkpointed at the push cadence); None from it, or no callable: the policy's
+    interval: Callable[[], float | None] | None = None
 
 
 WriterFactory = Callable[[WriterContext], CheckpointWriter]
@@ -201,8 +204,12 @@ class CoalescingCheckpointWriter:
         return (
             self._boundary
             or self._progress() - self._progress_at_last_put >= self._policy.min_bytes
-            or self._clock() - self._last_put_at >= self._policy.min_interval
+            or self._clock() - self._last_put_at >= self._min_interval()
         )
+
+    def _min_interval(self) -> float:
+        wanted = self._ctx.interval() if self._ctx.interval is not None else None
+        return self._policy.min_interval if wanted is None else wanted
 
     def _maybe_start(self, *, due: bool = False) -> None:
         if self._stopped or self._holding or not self._dirty:
@@ -212,7 +219,7 @@ class CoalescingCheckpointWriter:
             checkpoint = self._take_snapshot()
             self._task = asyncio.get_running_loop().create_task(self._background_put(checkpoint))
         elif self._timer is None:
-            wait = self._last_put_at + self._policy.min_interval - self._clock()
+            wait = self._last_put_at + self._min_interval() - self._clock()
             self._timer = asyncio.get_running_loop().call_later(max(0.0, wait), self._on_timer)
 
     def _on_timer(self) -> None:

@@ -90,6 +90,8 @@ def test_start_a_run_kill_its_worker_and_watch_it_resume(
     expect(page.get_by_test_id("run-status")).to_have_text(re.compile("queued|running"))
     partial = page.get_by_test_id("partial-text")
     expect(partial).to_have_text(re.compile(r"^A stream checkpoint is a hint.{60,}", re.S))
+    # The text comes through the WebSocket API, frame by frame (polling is the fallback).
+    expect(page.get_by_test_id("live-source")).to_have_text("socket")
     expect(page.get_by_test_id("checkpoint-epoch")).to_have_text("1")
     expect(page.get_by_test_id("checkpoint-writer")).to_contain_text("[$LATEST]")
 
@@ -114,8 +116,13 @@ def test_start_a_run_kill_its_worker_and_watch_it_resume(
     assistant = page.locator('[data-testid="messages"] li[data-role="assistant"]')
     expect(assistant).to_have_count(1)
     expect(assistant.locator(".block-text")).to_have_text(ANSWER)
-    # What was streamed on screen is the committed turn, seam marker aside.
+    # What was streamed on screen is the committed turn, seam marker aside: the socket
+    # carried it through the kill (the resumed worker's pushes), never the poll.
     assert partial.inner_text().replace("resumed: R1", "") == ANSWER
+    expect(page.get_by_test_id("live-source")).to_have_text("socket")
+    frames = page.get_by_test_id("live-frames")
+    assert int(frames.inner_text()) > 30
+    assert frames.get_attribute("data-chars") == str(len(ANSWER))  # every character, once
     expect(page.get_by_test_id("checkpoint-version")).to_have_text("deleted after the commit")
 
     # The thread list shows the run, completed.

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from awaken_s3.dev.apigw import ROUTES
 from awaken_s3.dev.resources import (
     DEAD_LETTER_QUEUE_PROPERTIES,
     MAX_RECEIVE_COUNT,
@@ -14,6 +13,7 @@ from awaken_s3.dev.resources import (
     StackNames,
     visibility_timeout,
 )
+from awaken_s3.service.routes import HTTP_ROUTES
 from tests.infra.cfn import resources_of_type
 
 Deployed = Callable[..., dict[str, Any]]
@@ -44,11 +44,12 @@ def test_the_local_visibility_timeout_follows_the_template_s_mapping(
         assert row["VisibilityTimeout"] == visibility_timeout(int(timeout))
 
 
-def test_the_dev_server_routes_are_the_template_s(deployed: Deployed) -> None:
+def test_the_declared_routes_are_the_template_s(deployed: Deployed) -> None:
     routes = {
-        (event["Properties"]["Method"], event["Properties"]["Path"])
+        (name, event["Properties"]["Method"], event["Properties"]["Path"])
         for fn in resources_of_type(deployed(), "AWS::Serverless::Function").values()
-        for event in fn["Properties"].get("Events", {}).values()
+        for name, event in fn["Properties"].get("Events", {}).items()
         if event["Type"] == "HttpApi"
     }
-    assert {(route.method, route.path) for route in ROUTES} == routes
+    # One declaration (awaken_s3.service.routes) for the resolver, the dev server and this.
+    assert {(route.name, route.method, route.path) for route in HTTP_ROUTES} == routes

@@ -22,6 +22,9 @@ CONTRACT_ENV = {
     "AWAKEN_BUCKET",
     "AWAKEN_TABLE",
     "AWAKEN_QUEUE_URL",
+    "AWAKEN_CONNECTIONS_TABLE",
+    # botocore's own endpoint setting for the management API (never a home-made one)
+    "AWS_ENDPOINT_URL_APIGATEWAYMANAGEMENTAPI",
     "AWAKEN_CHECKPOINT_PREFIX",
     "AWAKEN_PROVIDER",
     "AWAKEN_MODEL",
@@ -179,7 +182,9 @@ def test_checkpoint_prefix_matches_environment_lifecycle_and_iam(template: dict[
 def test_table_keys_billing_pitr_encryption_and_retention(
     template: dict[str, Any], deployed: Deployed
 ) -> None:
-    ((name, raw),) = resources_of_type(template, "AWS::DynamoDB::Table").items()
+    # The thread table; the WebSocket API's connection table is test_socket_api.py's.
+    name = "ThreadTable"
+    raw = template["Resources"][name]
     assert raw["DeletionPolicy"] == "Retain" and raw["UpdateReplacePolicy"] == "Retain"
     for protection in ("true", "false"):
         table = deployed(TableDeletionProtection=protection)[name]["Properties"]
@@ -394,7 +399,13 @@ def test_build_ships_the_package_through_the_makefile(template: dict[str, Any]) 
 
     code_uri = template["Globals"]["Function"]["CodeUri"]
     makefile = (TEMPLATE_PATH.parent / code_uri / "Makefile").read_text(encoding="utf-8")
-    for name in ("WorkerFunction", "ApiFunction", "SweeperFunction"):
+    for name in (
+        "WorkerFunction",
+        "ApiFunction",
+        "SweeperFunction",
+        "SocketFunction",
+        "SocketAuthorizerFunction",
+    ):
         metadata = template["Resources"][name]["Metadata"]
         assert metadata == {"BuildMethod": "makefile", "WorkingDirectory": "."}
         assert f"build-{name}" in makefile
@@ -469,7 +480,13 @@ def test_api_stage_is_throttled_and_access_logs_hold_no_headers(deployed: Deploy
 def test_no_wildcard_actions_or_resources(deployed: Deployed, variant: dict[str, str]) -> None:
     resources = deployed(**variant)
     roles = resources_of_type(resources, "AWS::IAM::Role")
-    assert set(roles) == {"WorkerRole", "ApiRole", "SweeperRole"}
+    assert set(roles) == {
+        "WorkerRole",
+        "ApiRole",
+        "SweeperRole",
+        "SocketRole",
+        "SocketAuthorizerRole",
+    }
     for name, role in roles.items():
         assert "ManagedPolicyArns" not in role["Properties"]
         for statement in role_statements(role):
@@ -478,6 +495,11 @@ def test_no_wildcard_actions_or_resources(deployed: Deployed, variant: dict[str,
                 assert "*" not in action, (name, action)
             for resource in as_list(statement["Resource"]):
                 assert resource != "*", (name, statement)
+                if resource.endswith("/live/POST/@connections/*"):
+                    # Connection ids are made by API Gateway: the grant names the API and
+                    # stage, and only the call that posts a frame.
+                    assert statement["Action"] == "execute-api:ManageConnections"
+                    continue
                 if "*" in resource.replace("/checkpoints/*", "").replace("/messages/*", ""):
                     # The one wildcard AWS requires: the Regions a cross-Region inference
                     # profile may route to, limited to calls made through that profile.
@@ -497,16 +519,21 @@ def test_worker_grants_are_exactly_its_needs(deployed: Deployed) -> None:
         s for s in _statements(deployed(), "WorkerRole") if s["Action"] == "s3:ListBucket"
     ]
     assert listing["Condition"] == {"StringLikeIfExists": {"s3:prefix": "checkpoints/*"}}
-    table = {"<ThreadTable.Arn>"}
-    for action in ("GetItem", "PutItem", "UpdateItem", "Query", "ConditionCheckItem"):
+    table, connections = {"<ThreadTable.Arn>"}, {"<ConnectionTable.Arn>"}
+    for action in ("PutItem", "ConditionCheckItem"):
         assert grants[f"dynamodb:{action}"] == table
+    for action in ("GetItem", "UpdateItem", "Query"):
+        assert grants[f"dynamodb:{action}"] == table | connections
+    # Live pushes: a gone connection is forgotten; nothing of the thread table is deleted.
+    assert grants["dynamodb:DeleteItem"] == connections
+    assert grants["execute-api:ManageConnections"] == {
+        "arn:aws:execute-api:us-east-1:123456789012:<SocketApi>/live/POST/@connections/*"
+    }
     assert grants["sqs:SendMessage"] == {"<RunQueue.Arn>"}
     assert grants["sqs:ReceiveMessage"] == {"<RunQueue.Arn>"}
     assert grants["sqs:ChangeMessageVisibility"] == {"<RunQueue.Arn>"}
     assert grants["logs:PutLogEvents"] == {"<WorkerLogGroup.Arn>"}
-    assert not any(
-        a.startswith(("dynamodb:Delete", "dynamodb:Scan", "dynamodb:Batch")) for a in grants
-    )
+    assert not any(a.startswith(("dynamodb:Scan", "dynamodb:Batch")) for a in grants)
 
 
 def test_api_reads_checkpoints_and_cannot_write_them_or_touch_models_or_keys(
@@ -531,6 +558,11 @@ def test_api_reads_checkpoints_and_cannot_write_them_or_touch_models_or_keys(
         assert "s3:DeleteObject" not in grants and "sqs:ReceiveMessage" not in grants
         assert grants["sqs:SendMessage"] == {"<RunQueue.Arn>"}
         assert grants["dynamodb:UpdateItem"] == {"<ThreadTable.Arn>"}
+        # A cancel tells the run's live followers (it reads and forgets, never records them).
+        assert grants["dynamodb:DeleteItem"] == {"<ConnectionTable.Arn>"}
+        assert "dynamodb:PutItem" not in {
+            a for a, on in grants.items() if "<ConnectionTable.Arn>" in on
+        }
 
 
 def test_bedrock_is_granted_only_for_the_bedrock_provider_and_its_model(

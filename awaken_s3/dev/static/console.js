@@ -1,7 +1,10 @@
 // The awaken-s3 dev console: plain DOM, no build step, no library.
 // It talks to the real HTTP API (the routes template.yaml deploys) for threads, runs and the
-// live partial view, and to the dev server's /dev/ endpoints for what only a developer sees:
-// the lease, the checkpoint's fencing fields, tool-call claims, the worker processes.
+// live partial view, to the WebSocket API (ws://…/ws) for the run's text as the worker pushes
+// it, and to the dev server's /dev/ endpoints for what only a developer sees: the lease, the
+// checkpoint's fencing fields, tool-call claims, the worker processes. While the socket is
+// open the partial view is polled slowly, for the run's state only; when the socket cannot
+// be (re)opened, polling brings the text as well.
 // Every text that comes from a run is set with textContent, never parsed as HTML.
 "use strict";
 
@@ -22,6 +25,10 @@ const state = {
   committedTurns: 0,  // model turns the open run committed (the view's "turn")
   messageCount: 0,    // the thread's length as the open run last advanced it
   writers: [],
+  source: "polling",  // where the text comes from: "socket" while one is open
+  frames: 0,          // frames the socket brought for the open run
+  socket: null,
+  wake: null,         // resolves the partial poll's sleep (the socket saw the run end)
 };
 
 async function call(method, path, body, extraHeaders) {
@@ -172,12 +179,15 @@ async function startRun(event) {
 
 function openRun(runId, threadId) {
   state.generation += 1;
+  if (state.socket) state.socket.close();
   Object.assign(state, { run: runId, thread: threadId, turn: null, text: "", etag: null,
-                         status: null, committedTurns: 0, messageCount: 0, writers: [] });
+                         status: null, committedTurns: 0, messageCount: 0, writers: [],
+                         source: "polling", frames: 0, socket: null });
   $("run").hidden = false;
   $("run-id").textContent = runId;
   resetRunView();
   loadThreads();
+  followSocket(state.generation, 0);
   followPartial(state.generation);
   followInternals(state.generation);
 }
@@ -191,6 +201,9 @@ function resetRunView() {
   showError(null);
   $("turn-title").textContent = "Partial turn";
   $("partial").textContent = "";
+  $("live-source").textContent = "–";
+  $("live-frames").textContent = "0";
+  $("live-frames").dataset.chars = "0";
   for (const id of ["ck-version", "ck-epoch", "ck-writer", "ck-plan", "lease"]) $(id).textContent = "–";
   $("worker").textContent = "";
   $("kill").disabled = true;
@@ -222,7 +235,65 @@ async function followPartial(generation) {
       applyPartial(data);
       if (TERMINAL.has(data.status)) { await showThread(generation); return; }
     }
-    await sleep(status === 200 || status === 304 ? 300 : 1500);
+    const pause = status === 200 || status === 304 ? (state.source === "socket" ? 1000 : 300) : 1500;
+    await new Promise((resolve) => { state.wake = resolve; setTimeout(resolve, pause); });
+  }
+}
+
+// -- the WebSocket API: the worker pushes the run's durable text, each frame with its
+// offset; the text is assembled by offset (characters already held are skipped), and a
+// socket that closes is opened again naming the turn and offset held.
+function followSocket(generation, failures) {
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  const query = token ? `?token=${encodeURIComponent(token)}` : "";
+  let socket;
+  try { socket = new WebSocket(`${scheme}//${location.host}/ws${query}`); }
+  catch (e) { return; }
+  state.socket = socket;
+  let opened = false;
+  socket.onopen = () => {
+    opened = true;
+    const message = { action: "follow", run_id: state.run };
+    if (state.turn !== null) { message.turn = state.turn; message.after = textLength(state.text); }
+    socket.send(JSON.stringify(message));
+  };
+  socket.onmessage = (event) => {
+    if (generation !== state.generation) return;
+    applyFrame(JSON.parse(event.data));
+  };
+  socket.onclose = () => {
+    if (generation !== state.generation || TERMINAL.has(state.status)) return;
+    state.source = "polling";
+    $("live-source").textContent = "polling";
+    const next = opened ? 0 : failures + 1;
+    if (next < 3) setTimeout(() => followSocket(generation, next), 500);  // else: polling
+  };
+}
+
+function applyFrame(frame) {
+  state.frames += 1;
+  $("live-frames").textContent = String(state.frames);
+  if (frame.type === "following") {
+    state.source = "socket";
+    $("live-source").textContent = "socket";
+  } else if (frame.type === "text" && state.source === "socket") {
+    if (frame.turn !== state.turn) {
+      if (state.turn !== null && frame.turn < state.turn) return;  // a turn behind: held
+      state.turn = frame.turn; state.text = "";
+    }
+    const have = textLength(state.text);
+    if (frame.offset > have) return;  // never expected: the frames leave no gap
+    const fresh = Array.from(frame.text).slice(have - frame.offset);
+    state.text += fresh.join("");
+    $("live-frames").dataset.chars = String(Number($("live-frames").dataset.chars || 0) + fresh.length);
+    $("turn-title").textContent = `Partial turn ${frame.turn} (streaming)`;
+    renderText();
+  } else if (frame.type === "resumed") {
+    $("ck-plan").textContent = frame.plan;
+  } else if (frame.type === "run_ended") {
+    state.status = frame.status;
+    if (state.socket) state.socket.close();
+    if (state.wake) state.wake();  // the partial view shows the end and the committed turn
   }
 }
 
@@ -238,7 +309,12 @@ function applyPartial(view) {
   state.messageCount = view.message_count;
   showError(view.error);
   const partial = view.partial;
-  if (partial) {
+  if (partial && state.source === "socket") {
+    // The text comes through the socket; the poll brings the checkpoint's facts only.
+    $("ck-version").textContent = partial.version;
+    $("ck-plan").textContent = partial.resumed_with || "not resumed";
+    renderToolCalls(partial.tool_calls, null);
+  } else if (partial) {
     if (partial.turn !== state.turn) { state.turn = partial.turn; state.text = ""; }
     const have = textLength(state.text);
     // An offset below what we sent means the text was replaced (R4 after whitespace only).

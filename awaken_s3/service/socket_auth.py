@@ -1,0 +1,116 @@
+"""The WebSocket API's REQUEST authorizer: the caller's JWT, checked as the HTTP API's JWT
+authorizer checks it (same issuer, same audiences).
+
+API Gateway's WebSocket APIs have no JWT authorizer, and a browser cannot set headers on a
+WebSocket handshake, so the token comes as the ``token`` query parameter of the connect
+request (the authorizer's identity source: without it API Gateway refuses the handshake
+with 401 before invoking this). The token's signature is checked against the issuer's keys:
+the JWKS its OpenID discovery document names (``<issuer>/.well-known/openid-configuration``,
+as the HTTP API's authorizer finds them), fetched and cached by PyJWT's ``PyJWKClient``. Then
+``iss`` must be the issuer, ``exp`` in the future, and ``aud`` (or, for access tokens that
+carry none, ``client_id``) one of the audiences. The allowed principal is the token's
+``sub``; the context passes it to every route of the connection. Any refusal raises
+``Unauthorized`` (API Gateway's 401); the token is never logged.
+
+Settings: ``AWAKEN_JWT_ISSUER`` and ``AWAKEN_JWT_AUDIENCE`` (comma-separated), the HTTP API's
+``JwtIssuer`` and ``JwtAudience`` in template.yaml.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import jwt
+
+from awaken_s3.service.routes import SOCKET_TOKEN_PARAMETER
+
+log = logging.getLogger("awaken_s3.socket_auth")
+
+#: what an issuer may sign with (never "none", never an HMAC a public key would verify)
+ALGORITHMS: Final = ("RS256", "RS384", "RS512", "ES256", "ES384", "PS256")
+#: seconds of clock skew tolerated on exp / nbf / iat
+LEEWAY: Final = 30
+_DISCOVERY_TIMEOUT: Final = 5
+
+
+class Unauthorized(Exception):
+    """The connect request is refused (API Gateway answers 401)."""
+
+    def __init__(self) -> None:
+        # API Gateway reads exactly this message as "refuse with 401".
+        super().__init__("Unauthorized")
+
+
+@functools.cache
+def jwks_client(issuer: str) -> jwt.PyJWKClient:
+    """The issuer's keys, from its discovery document; cached for the container's life
+    (PyJWKClient refreshes its key set when a token names a key it does not have)."""
+    url = issuer.rstrip("/") + "/.well-known/openid-configuration"
+    with urllib.request.urlopen(url, timeout=_DISCOVERY_TIMEOUT) as answer:
+        jwks_uri = json.loads(answer.read())["jwks_uri"]
+    return jwt.PyJWKClient(jwks_uri, cache_keys=True, timeout=_DISCOVERY_TIMEOUT)
+
+
+def verify(token: str, *, issuer: str, audiences: Sequence[str]) -> dict[str, Any]:
+    """The token's claims when it is the issuer's, for one of ``audiences``, and current."""
+    try:
+        key = jwks_client(issuer).get_signing_key_from_jwt(token)
+        claims: dict[str, Any] = jwt.decode(
+            token,
+            key.key,
+            algorithms=list(ALGORITHMS),
+            issuer=issuer,
+            leeway=LEEWAY,
+            options={"require": ["exp", "iss", "sub"], "verify_aud": False},
+        )
+    except (jwt.PyJWTError, OSError, ValueError, KeyError) as exc:
+        log.info("connect refused: %s", type(exc).__name__)
+        raise Unauthorized() from exc
+    aud = claims.get("aud")
+    given = [aud] if isinstance(aud, str) else list(aud or [])
+    if claims.get("client_id") is not None and not given:
+        given = [claims["client_id"]]
+    if not set(given) & set(audiences) or not isinstance(claims.get("sub"), str):
+        log.info("connect refused: audience")
+        raise Unauthorized()
+    return claims
+
+
+def policy(sub: str, method_arn: str) -> dict[str, Any]:
+    """Allow this connect request (the method ARN ends in ``$connect``) for ``sub``."""
+    return {
+        "principalId": sub,
+        "policyDocument": {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": method_arn}
+            ],
+        },
+        "context": {"sub": sub},
+    }
+
+
+def authorize(event: Mapping[str, Any], env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    env = os.environ if env is None else env
+    issuer = env.get("AWAKEN_JWT_ISSUER") or ""
+    audiences = [a.strip() for a in (env.get("AWAKEN_JWT_AUDIENCE") or "").split(",") if a.strip()]
+    if not issuer or not audiences:
+        log.error("AWAKEN_JWT_ISSUER and AWAKEN_JWT_AUDIENCE must be set: refusing every connect")
+        raise Unauthorized()
+    query = event.get("queryStringParameters") or {}
+    token = query.get(SOCKET_TOKEN_PARAMETER) if isinstance(query, Mapping) else None
+    method_arn = event.get("methodArn")
+    if not isinstance(token, str) or not token or not isinstance(method_arn, str):
+        raise Unauthorized()
+    claims = verify(token, issuer=issuer, audiences=audiences)
+    return policy(str(claims["sub"]), method_arn)
+
+
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return authorize(event)

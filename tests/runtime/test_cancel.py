@@ -1,0 +1,130 @@
+"""A cancel reaches a streaming worker at its next lease renewal: the model call in flight is
+abandoned, the turn commits nothing and its partial is deleted, the run ends ``cancelled``.
+Deterministic: the model is paused mid-turn on a gate, and each renewal waits for the test to
+let it through, so "within one renewal" is counted, not timed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from awaken_s3.messages import Message
+from awaken_s3.runtime.loop import RunEnd, RunResult
+from awaken_s3.threads import RunStatus
+from awaken_s3.threads.base import ThreadStore
+from awaken_s3.threads.models import RunState
+from tests.fixtures.runs import seed_run
+from tests.runtime.conftest import Backend, build_loop
+from tests.runtime.scripts import Effects, TurnAwareProvider, TurnSpec, adding_registry
+
+PROMPT = "tell me everything"
+TEXT = "A very long answer that the caller will cancel halfway through. " * 8
+
+
+class GatedRenewals:
+    """The thread store, with every lease renewal held until the test lets one through."""
+
+    def __init__(self, inner: ThreadStore) -> None:
+        self.inner = inner
+        self.gate: asyncio.Queue[None] = asyncio.Queue()
+        self.renewed: list[RunState] = []
+        self.changed = asyncio.Condition()
+
+    async def renew_lease(self, run_id: str, **kw: Any) -> RunState:
+        await self.gate.get()
+        run = await self.inner.renew_lease(run_id, **kw)
+        async with self.changed:
+            self.renewed.append(run)
+            self.changed.notify_all()
+        return run
+
+    async def renewals(self, count: int) -> None:
+        async with self.changed:
+            await self.changed.wait_for(lambda: len(self.renewed) >= count)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def start_run(
+    backend: Backend, pause: Any, clock: Any
+) -> tuple[GatedRenewals, asyncio.Task[RunResult]]:
+    """The seeded run driven by a worker whose renewals the test lets through one by one
+    (every 1 ms once let through: only the gate paces them)."""
+    store = GatedRenewals(backend.threads)
+    loop = build_loop(
+        store,
+        backend.checkpoints,
+        TurnAwareProvider([TurnSpec(TEXT)], pause=pause),
+        adding_registry(Effects()),
+        worker="w1",
+        clock=clock,
+        renew_every=0.001,
+    )
+    return store, asyncio.create_task(loop.run("r1"))
+
+
+async def test_a_cancel_stops_a_streaming_worker_at_its_next_renewal(
+    backend: Backend, clock: Any
+) -> None:
+    await seed_run(backend.threads, prompt=PROMPT)
+    streaming, closed = asyncio.Event(), asyncio.Event()
+
+    async def pause(turn: int, index: int) -> None:
+        if index == 6:
+            streaming.set()
+            try:
+                await asyncio.Event().wait()  # a model still streaming when the cancel lands
+            finally:
+                closed.set()
+
+    store, task = start_run(backend, pause, clock)
+    async with asyncio.timeout(30):  # a bound only a hung test reaches
+        await asyncio.wait(
+            {task, asyncio.ensure_future(streaming.wait())}, return_when="FIRST_COMPLETED"
+        )
+        assert not task.done(), task.result()
+        store.gate.put_nowait(None)  # a renewal before the cancel: the turn streams on
+        await store.renewals(1)
+        assert not task.done() and store.renewed[0].status == RunStatus.RUNNING
+        stored = await backend.checkpoints.get("r1")
+        assert stored is not None and stored.checkpoint.partial_text
+
+        cancelled = await backend.threads.cancel_run("r1")
+        assert cancelled.status == RunStatus.CANCELLED
+        store.gate.put_nowait(None)  # exactly one renewal after the cancel
+        result = await task
+        await closed.wait()
+    assert result.end == RunEnd.CANCELLED
+    assert [run.status for run in store.renewed] == [RunStatus.RUNNING, RunStatus.CANCELLED]
+    run = await backend.threads.get_run("r1")
+    assert (run.status, run.turn, run.lease.owner) == (RunStatus.CANCELLED, 0, None)
+    # What the docs say a cancelled turn commits: nothing; its partial is deleted.
+    messages: Sequence[Message] = await backend.threads.load_messages("t1")
+    assert messages == [Message.user(PROMPT)]
+    assert await backend.checkpoints.get("r1") is None
+
+
+async def test_without_a_cancel_renewals_never_stop_the_turn(backend: Backend, clock: Any) -> None:
+    """The control: the same renewals on a run nobody cancelled leave the turn streaming."""
+    await seed_run(backend.threads, prompt=PROMPT)
+    release = asyncio.Event()
+
+    async def pause(turn: int, index: int) -> None:
+        if index == 6:
+            await release.wait()
+
+    store, task = start_run(backend, pause, clock)
+    async with asyncio.timeout(30):
+        for _ in range(3):
+            store.gate.put_nowait(None)
+        await store.renewals(3)
+        assert not task.done()
+        release.set()
+        for _ in range(100):
+            store.gate.put_nowait(None)
+        result = await task
+    assert result.end == RunEnd.COMPLETED
+    messages = await backend.threads.load_messages("t1")
+    assert [m.text for m in messages] == [PROMPT, TEXT]
