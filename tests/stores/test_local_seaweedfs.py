@@ -117,3 +117,30 @@ def test_start_serves_the_bucket_and_stop_removes_every_trace() -> None:
     assert not server.data_dir.exists()
     assert not Path(f"/tmp/seaweedfs-s3-{server.port}.sock").exists()
     server.stop()  # idempotent
+
+
+def test_servers_started_at_once_each_serve_their_own_bucket() -> None:
+    # weed's internal ports have fixed defaults (its filer's gRPC socket in /tmp is named by
+    # one): servers started side by side, as parallel test workers do, must not share any.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(3) as pool:
+        servers = list(pool.map(lambda i: SeaweedFS.start(bucket=f"side-{i}"), range(3)))
+    try:
+        for server in servers:
+            s3 = boto3.client(
+                "s3",
+                endpoint_url=server.endpoint_url,
+                region_name="us-east-1",
+                aws_access_key_id=server.access_key,
+                aws_secret_access_key=server.secret_key,
+            )
+            s3.put_object(Bucket=server.bucket, Key="k", Body=server.bucket.encode())
+            body = s3.get_object(Bucket=server.bucket, Key="k")["Body"].read()
+            assert body == server.bucket.encode()
+            s3.close()
+    finally:
+        for server in servers:
+            server.stop()
+    for server in servers:
+        assert not Path(f"/tmp/seaweedfs-filer-grpc-{server.filer_grpc_port}.sock").exists()
