@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -40,13 +41,25 @@ def lazy_exports(
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
     """``__getattr__``, ``__dir__`` and ``__all__`` for ``package``, from the names its
     ``TYPE_CHECKING`` block re-exports."""
-    spec = importlib.import_module(package).__spec__
-    source = spec.loader.get_source(package) if spec and spec.loader else None  # type: ignore[attr-defined]
-    if source is None:
-        raise ImportError(f"{package}: its source is needed to read its exports")
-    names = exported_names(source)
+    names = exported_names(_source_of(package))
     getattr_, dir_ = lazy_attributes(package, names)
     return getattr_, dir_, sorted(names)
+
+
+def _source_of(package: str) -> str:
+    """The package's ``__init__`` source. Read from the file it was imported from first: the
+    loader need not serve sources (pytest's assertion rewriter, which imports a pytest
+    plugin's package such as ``awaken_s3.testing``'s, has no ``get_source``)."""
+    spec = importlib.import_module(package).__spec__
+    origin = spec.origin if spec is not None else None
+    if origin is not None and origin.endswith(".py") and os.path.isfile(origin):
+        with open(origin, encoding="utf-8") as file:
+            return file.read()
+    get_source = getattr(spec.loader, "get_source", None) if spec is not None else None
+    source = get_source(package) if get_source is not None else None
+    if source is None:
+        raise ImportError(f"{package}: its source is needed to read its exports")
+    return str(source)
 
 
 def lazy_attributes(

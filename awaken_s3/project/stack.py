@@ -9,7 +9,9 @@ project's template from it by changing only where the code lives:
   builder instead of awaken-s3's Makefile (the functions' ``Metadata`` goes);
 * their dependencies are a layer, ``DependenciesLayer``, built by the same builder from the
   project's ``layer/requirements.txt`` (``Layers``);
-* each ``Handler`` names the project's own entry point (``<package>.handlers.worker...``);
+* each ``Handler`` of a function that serves the app names the project's own entry point
+  (``<package>.handlers.worker...``); the WebSocket API's functions, which serve no app, name
+  awaken-s3's own (``awaken_s3.service.socket...``);
 * the preamble (description, build notes) is the project's.
 
 Everything else is copied as it is, comments included, so a fix to the stack lands in every
@@ -23,11 +25,18 @@ from __future__ import annotations
 
 import importlib.resources
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-#: the functions of the stack and their entry-point modules
+#: the functions that serve the project's app, and their entry-point modules in its package
 FUNCTIONS: Final = {"WorkerFunction": "worker", "ApiFunction": "api", "SweeperFunction": "sweeper"}
+#: the functions that serve no app (the WebSocket API's routes and its $connect authorizer):
+#: template.yaml's entry-point module -> awaken-s3's own module, which the layer holds
+PACKAGE_ENTRY_POINTS: Final = {
+    "socket": "awaken_s3.service.socket",
+    "socket_authorizer": "awaken_s3.service.socket_auth",
+}
 #: where a project's code and dependencies live (relative to its template)
 CODE_DIR: Final = "src/"
 LAYER_DIR: Final = "layer/"
@@ -72,7 +81,13 @@ def code_location(template: str) -> CodeLocation:
     return CodeLocation(runtime.group(1), architecture.group(1))
 
 
-def _replace(pattern: re.Pattern[str], replacement: str, text: str, count: int, what: str) -> str:
+def _replace(
+    pattern: re.Pattern[str],
+    replacement: str | Callable[[re.Match[str]], str],
+    text: str,
+    count: int,
+    what: str,
+) -> str:
     result, found = pattern.subn(replacement, text)
     if found != count:
         raise StackTemplateError(f"template.yaml: expected {count} {what}, found {found}")
@@ -111,14 +126,15 @@ def project_template(
         f"      - !Ref {LAYER}\n"
     )
     text = _replace(_GLOBAL_CODE, r"\g<1>" + code, text, 1, "Globals.Function block")
-    text = _replace(_MAKEFILE_BUILD, "", text, len(FUNCTIONS), "makefile Metadata blocks")
-    text = _replace(
-        _HANDLER,
-        rf"      Handler: {package}.handlers.\g<1>.lambda_handler\n",
-        text,
-        len(FUNCTIONS),
-        "handlers",
-    )
+    functions = len(FUNCTIONS) + len(PACKAGE_ENTRY_POINTS)
+    text = _replace(_MAKEFILE_BUILD, "", text, functions, "makefile Metadata blocks")
+
+    def entry_point(found: re.Match[str]) -> str:
+        module = found.group(1)
+        where = PACKAGE_ENTRY_POINTS.get(module, f"{package}.handlers.{module}")
+        return f"      Handler: {where}.lambda_handler\n"
+
+    text = _replace(_HANDLER, entry_point, text, functions, "handlers")
     layer = (
         "  # The functions' dependencies, layer/requirements.txt (the list pyproject.toml\n"
         "  # installs too), built by SAM's Python builder for the functions' runtime and\n"

@@ -128,3 +128,29 @@ def test_an_export_that_is_not_a_re_export_is_refused() -> None:
         exported_names("if TYPE_CHECKING:\n    from a import B\n")
     with pytest.raises(TypeError, match="only"):
         exported_names("if TYPE_CHECKING:\n    import a\n")
+
+
+def test_exports_are_read_whatever_loader_imported_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pytest imports a plugin's package (awaken_s3.testing's, in a project's tests) through
+    # its assertion rewriter, a loader without get_source: the exports come from the file.
+    from awaken_s3._lazy import lazy_exports
+
+    package = tmp_path / "userpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from userpkg.part import answer as answer\n"
+    )
+    (package / "part.py").write_text("answer = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("userpkg")
+
+    class SourcelessLoader:
+        pass
+
+    monkeypatch.setattr(module.__spec__, "loader", SourcelessLoader())
+    getattr_, _, names = lazy_exports("userpkg")
+    assert names == ["answer"] and getattr_("answer") == 42

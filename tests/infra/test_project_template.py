@@ -6,6 +6,7 @@ code lives: the functions' CodeUri, Handler and build Metadata, the dependencies
 from __future__ import annotations
 
 import copy
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,11 @@ from tests.infra.cfn import TEMPLATE_PATH, Resolver, load_template
 from tests.infra.conftest import REQUIRED
 
 FUNCTIONS = {"WorkerFunction": "worker", "ApiFunction": "api", "SweeperFunction": "sweeper"}
+#: the WebSocket API's functions serve no app: awaken-s3's own entry points, from the layer
+PACKAGE_FUNCTIONS = {
+    "SocketFunction": "awaken_s3.service.socket",
+    "SocketAuthorizerFunction": "awaken_s3.service.socket_auth",
+}
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +41,7 @@ def without_code(template: dict[str, Any]) -> dict[str, Any]:
     for key in ("CodeUri", "Layers"):
         stack["Globals"]["Function"].pop(key, None)
     stack["Resources"].pop("DependenciesLayer", None)
-    for name in FUNCTIONS:
+    for name in (*FUNCTIONS, *PACKAGE_FUNCTIONS):
         stack["Resources"][name].pop("Metadata", None)
         stack["Resources"][name]["Properties"].pop("Handler")
     return stack
@@ -82,6 +88,12 @@ def test_the_project_s_code_is_its_src_and_its_dependencies_a_layer(
         # The module the handler names is a file of the project, and defines it.
         source = files[f"src/billing_desk/handlers/{module}.py"]
         assert "lambda_handler = app." in source
+    for name, module in PACKAGE_FUNCTIONS.items():
+        function = theirs["Resources"][name]
+        assert "Metadata" not in function
+        assert function["Properties"]["Handler"] == f"{module}.lambda_handler"
+        # The layer installs awaken-s3, whose module defines the handler.
+        assert callable(importlib.import_module(module).lambda_handler)
 
 
 def test_the_user_s_parameters_are_in_the_project_s_template(
@@ -109,7 +121,7 @@ def test_the_user_s_parameters_are_in_the_project_s_template(
 def test_a_template_without_the_places_it_changes_is_refused(tmp_path: Path) -> None:
     stack = TEMPLATE_PATH.read_text()
     moved = stack.replace("      Handler: handlers.api.lambda_handler\n", "      Handler: x.y\n")
-    with pytest.raises(StackTemplateError, match="expected 3 handlers, found 2"):
+    with pytest.raises(StackTemplateError, match="expected 5 handlers, found 4"):
         project_template("p", distribution="p", version="0.1.0", template=moved)
     built = stack.replace("BuildMethod: makefile", "BuildMethod: python3.13", 1)
     with pytest.raises(StackTemplateError, match="makefile Metadata blocks"):
