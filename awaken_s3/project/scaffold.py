@@ -23,6 +23,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path, PurePosixPath
 from typing import Final, Literal
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.project.stack import code_location, project_template, repository_template
 
 Provider = Literal["bedrock", "anthropic", "openai"]
@@ -37,7 +38,7 @@ PROVIDER_MODELS: Final = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1"}
 _FIELD = re.compile(r"\{\{(\w+)\}\}")
 
 
-class ProjectError(ValueError):
+class ProjectError(AwakenError, ValueError):
     """The project cannot be written as asked (the message says why and what to do)."""
 
 

@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from awaken_s3.errors import AwakenError
+
 #: the functions that serve the project's app, and their entry-point modules in its package
 FUNCTIONS: Final = {"WorkerFunction": "worker", "ApiFunction": "api", "SweeperFunction": "sweeper"}
 #: the functions that serve no app (the WebSocket API's routes and its $connect authorizer):
@@ -54,7 +56,7 @@ _HANDLER = re.compile(r"^      Handler: handlers\.(\w+)\.lambda_handler\n", re.M
 _FIRST_FUNCTION = "  WorkerFunction:\n    Type: AWS::Serverless::Function\n"
 
 
-class StackTemplateError(RuntimeError):
+class StackTemplateError(AwakenError, RuntimeError):
     """template.yaml no longer has a place the project template changes (a test catches it)."""
 
 

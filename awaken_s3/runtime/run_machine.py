@@ -67,6 +67,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.failures import FailureCode
 from awaken_s3.messages import Message, ToolResultBlock, ToolUseBlock
 from awaken_s3.runtime.endings import TurnEnding, budget_error, run_ending
@@ -108,7 +109,7 @@ def pending_tool_calls(history: Sequence[Message]) -> tuple[ToolUseBlock, ...]:
     return history[-1].tool_uses
 
 
-class RunProtocolError(RuntimeError):
+class RunProtocolError(AwakenError, RuntimeError):
     """The driver fed an event the machine's phase does not expect."""
 
 

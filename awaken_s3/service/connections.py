@@ -28,6 +28,7 @@ from boto3.dynamodb.conditions import Attr, ConditionBase, ConditionExpressionBu
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.service.frames import Position
 
 #: API Gateway's longest connection (2 hours), and a margin for clocks
@@ -42,7 +43,7 @@ def connections_table() -> str | None:
     return os.environ.get("AWAKEN_CONNECTIONS_TABLE") or None
 
 
-class ConnectionStoreError(Exception):
+class ConnectionStoreError(AwakenError):
     """The connection table could not be read or written (the message says which call)."""
 
 

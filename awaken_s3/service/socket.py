@@ -31,6 +31,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import BotoCoreError, ClientError
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.ids import InvalidIdError
 from awaken_s3.service import runs
 from awaken_s3.service.connections import (
@@ -54,7 +55,7 @@ route_library_logs(logger)
 _OK = {"statusCode": 200}
 
 
-class Refused(Exception):
+class Refused(AwakenError):
     """A message the route cannot serve: answered with an ``error`` frame."""
 
     def __init__(self, code: str, message: str, run_id: str | None = None) -> None:

@@ -28,6 +28,7 @@ from typing import Any, Final
 
 import jwt
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.service.routes import SOCKET_TOKEN_PARAMETER
 
 log = logging.getLogger("awaken_s3.socket_auth")
@@ -39,7 +40,7 @@ LEEWAY: Final = 30
 _DISCOVERY_TIMEOUT: Final = 5
 
 
-class Unauthorized(Exception):
+class Unauthorized(AwakenError):
     """The connect request is refused (API Gateway answers 401)."""
 
     def __init__(self) -> None:

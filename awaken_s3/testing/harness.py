@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.service.queue import run_id_of
 from awaken_s3.testing.kills import KillPoint, checkpoint_ready, marker, reached, write_plan
 from awaken_s3.testing.model import ScriptedCall
@@ -162,7 +163,7 @@ class StartedRun:
     run_id: str
 
 
-class HarnessError(RuntimeError):
+class HarnessError(AwakenError, RuntimeError):
     """The harness cannot run the app (the message says why)."""
 
 
