@@ -55,11 +55,12 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
     from awaken_s3.agents import Agent, App
-    from awaken_s3.runtime.loop import RunEnd, RunResult
+    from awaken_s3.runtime.loop import RunEnd, RunLoop, RunResult
     from awaken_s3.runtime.tools import ToolRegistry
     from awaken_s3.service.config import WorkerSettings
     from awaken_s3.service.dispositions import Disposition
-    from awaken_s3.service.instrumented import TurnTally
+    from awaken_s3.service.instrumented import InstrumentedRunner, TurnTally
+    from awaken_s3.service.push import RunPusher
     from awaken_s3.service.queue import RunMessage
     from awaken_s3.service.visibility import BatchVisibility
     from awaken_s3.service.wiring import Services
@@ -140,6 +141,26 @@ def record_result(result: RunResult) -> None:
         metrics.add_metric(name="ResumeDelay", unit=MetricUnit.Seconds, value=result.resume_delay)
 
 
+def log_run_end(result: RunResult, writer: str, tally: TurnTally) -> None:
+    """One log line per run invocation: how it ended and what it did."""
+    logger.info(
+        "run invocation ended",
+        extra={
+            "run_id": result.run_id,
+            "end": result.end.value,
+            "turns_committed": result.turns_committed,
+            "tool_calls": result.tool_calls,
+            "worker_id": writer,
+            # Plans the turns of this invocation were resumed with (fresh turns: none).
+            "plans": sorted(tally.plans.elements()),
+            "resume_delay": result.resume_delay,
+            "error_code": result.error.code if result.error else None,
+            # The caller sees only the code; the provider's own words are for operators.
+            "error_message": result.error.message if result.error else None,
+        },
+    )
+
+
 #: the provider an agent's turns stream from (None: the invocation's default provider)
 AgentProviders = Callable[["Agent"], Any]
 
@@ -197,42 +218,15 @@ class Invocation:
             logger.set_correlation_id(None)
 
     async def _run(self, message: RunMessage, record: SQSRecord) -> str:
-        from awaken_s3.runtime.loop import RunLoop
         from awaken_s3.service.dispositions import Action, disposition
-        from awaken_s3.service.instrumented import InstrumentedRunner
         from awaken_s3.service.push import pushing, run_pusher
         from awaken_s3.service.queue import set_visibility
-        from awaken_s3.streaming.retry import RetryPolicy
-        from awaken_s3.streaming.runner import TurnRunner
         from awaken_s3.threads.errors import RunNotFound
 
         writer = worker_id(self.context)
         # Live pushes to the run's followers, where the stack has a WebSocket API.
         pusher = run_pusher(self.services, message.run_id)
-        turns = TurnRunner(
-            self.provider,
-            self.services.checkpoints
-            if pusher is None
-            else pusher.store(self.services.checkpoints),
-            writer_id=writer,
-            retry_policy=RetryPolicy(max_interruptions=self.settings.max_interruptions),
-            clock=monotonic,
-            writer_factory=None if pusher is None else pusher.writer_factory,
-        )
-        runner = InstrumentedRunner(turns if pusher is None else pusher.runner(turns))
-        loop = RunLoop(
-            self.services.threads,
-            runner,
-            self.services.checkpoints,
-            worker_id=writer,
-            lease_seconds=self.settings.lease_seconds,
-            max_idle_suspensions=self.settings.max_idle_suspensions,
-            monotonic=monotonic,
-            app=self.app,
-            provider_for=self.agent_provider,
-            turn_headroom=self.settings.turn_headroom,
-            listener=pusher,
-        )
+        loop, runner = self._run_loop(writer, pusher)
 
         async def keep_hidden() -> None:
             # In step with the lease: hidden while this worker is alive, back soon after the
@@ -261,22 +255,7 @@ class Invocation:
         finally:
             record_tally(runner.tally)
         record_result(result)
-        logger.info(
-            "run invocation ended",
-            extra={
-                "run_id": result.run_id,
-                "end": result.end.value,
-                "turns_committed": result.turns_committed,
-                "tool_calls": result.tool_calls,
-                "worker_id": writer,
-                # Plans the turns of this invocation were resumed with (fresh turns: none).
-                "plans": sorted(runner.tally.plans.elements()),
-                "resume_delay": result.resume_delay,
-                "error_code": result.error.code if result.error else None,
-                # The caller sees only the code; the provider's own words are for operators.
-                "error_message": result.error.message if result.error else None,
-            },
-        )
+        log_run_end(result, writer, runner.tally)
         action = disposition(result, now=time.time(), lease_seconds=self.settings.lease_seconds)
         if action.action is Action.CONTINUE:
             await self._continue(result)
@@ -284,6 +263,42 @@ class Invocation:
             await self._keep(record, action)
             raise RecordKept(f"run {result.run_id}: {action.reason}; back in {action.delay}s")
         return result.end.value
+
+    def _run_loop(
+        self, writer: str, pusher: RunPusher | None
+    ) -> tuple[RunLoop, InstrumentedRunner]:
+        """The run loop for one record, as ``writer``, and the runner under it (its tally feeds
+        the metrics); with a ``pusher``, the turns and their text reach the run's followers."""
+        from awaken_s3.runtime.loop import RunLoop
+        from awaken_s3.service.instrumented import InstrumentedRunner
+        from awaken_s3.streaming.retry import RetryPolicy
+        from awaken_s3.streaming.runner import TurnRunner
+
+        turns = TurnRunner(
+            self.provider,
+            self.services.checkpoints
+            if pusher is None
+            else pusher.store(self.services.checkpoints),
+            writer_id=writer,
+            retry_policy=RetryPolicy(max_interruptions=self.settings.max_interruptions),
+            clock=monotonic,
+            writer_factory=None if pusher is None else pusher.writer_factory,
+        )
+        runner = InstrumentedRunner(turns if pusher is None else pusher.runner(turns))
+        loop = RunLoop(
+            self.services.threads,
+            runner,
+            self.services.checkpoints,
+            worker_id=writer,
+            lease_seconds=self.settings.lease_seconds,
+            max_idle_suspensions=self.settings.max_idle_suspensions,
+            monotonic=monotonic,
+            app=self.app,
+            provider_for=self.agent_provider,
+            turn_headroom=self.settings.turn_headroom,
+            listener=pusher,
+        )
+        return loop, runner
 
     async def _keep(self, record: SQSRecord, action: Disposition) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
