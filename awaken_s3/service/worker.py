@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from awaken_s3.service.push import RunPusher
     from awaken_s3.service.queue import RunMessage
     from awaken_s3.service.visibility import BatchVisibility
-    from awaken_s3.service.wiring import Services
+    from awaken_s3.service.wiring import Services, WarmRuntime
     from awaken_s3.streaming.provider import Provider
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "awaken-s3")
@@ -337,35 +337,65 @@ async def _open_provider(factory: ProviderFactory) -> Provider:
     return factory()
 
 
+def _batch_processor(event: dict[str, Any], queue_url: str) -> BatchProcessor:
+    """The Powertools processor for ``event``'s queue: on a FIFO queue, a failed record fails
+    the later records of its run (its message group) too."""
+    from aws_lambda_powertools.utilities.batch import (
+        BatchProcessor,
+        EventType,
+        SqsFifoPartialProcessor,
+    )
+
+    processor: BatchProcessor
+    if is_fifo_event(event, queue_url):
+        processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+    else:
+        processor = BatchProcessor(EventType.SQS)
+    # A batch whose every record is busy is a normal outcome, not a function error.
+    processor.raise_on_entire_batch_failure = False
+    return processor
+
+
+def _invocation_providers(
+    runtime: WarmRuntime, provider_factory: ProviderFactory | None
+) -> tuple[Provider, AgentProviders | None]:
+    """The invocation's provider and, without a factory, each agent's own (the factory's
+    provider serves every agent)."""
+    from awaken_s3.providers.config import ProviderSettings
+    from awaken_s3.service.wiring import provider_key
+
+    if provider_factory is not None:
+        return runtime.run(_open_provider(provider_factory)), None
+    environment = ProviderSettings.from_env()
+    provider = runtime.run(runtime.provider(environment))
+
+    async def agent_provider(agent: Agent) -> Provider | None:
+        # The agents that keep the environment's provider share the invocation's.
+        wanted = agent.provider_settings()
+        if provider_key(wanted) == provider_key(environment):
+            return None
+        return await runtime.provider(wanted)
+
+    return provider, agent_provider
+
+
 def process_batch(
     event: dict[str, Any],
     context: LambdaContext,
     app: App,
     provider_factory: ProviderFactory | None,
 ) -> dict[str, Any]:
-    from aws_lambda_powertools.utilities.batch import (
-        BatchProcessor,
-        EventType,
-        SqsFifoPartialProcessor,
-        process_partial_response,
-    )
+    from aws_lambda_powertools.utilities.batch import process_partial_response
 
-    from awaken_s3.providers.config import ProviderSettings
     from awaken_s3.service.config import WorkerSettings
     from awaken_s3.service.visibility import BatchVisibility, receipts_of
-    from awaken_s3.service.wiring import close_provider, provider_key, warm_runtime
+    from awaken_s3.service.wiring import close_provider, warm_runtime
     from awaken_s3.settings import StorageSettings
 
     storage = StorageSettings.from_env(need_queue=True)
     settings = WorkerSettings.from_env()
     deadline = deadline_for(context, settings.deadline_margin)
-    processor: BatchProcessor
-    if is_fifo_event(event, storage.queue_url or ""):
-        processor = SqsFifoPartialProcessor(skip_group_on_error=True)
-    else:
-        processor = BatchProcessor(EventType.SQS)
-    # A batch whose every record is busy is a normal outcome, not a function error.
-    processor.raise_on_entire_batch_failure = False
+    processor = _batch_processor(event, storage.queue_url or "")
 
     runtime = warm_runtime()
     services = runtime.run(runtime.services(storage))
@@ -379,20 +409,7 @@ def process_batch(
     )
     runtime.run(visibility.take())
     own_provider = provider_factory is not None
-    agent_provider = None
-    if provider_factory is not None:
-        provider = runtime.run(_open_provider(provider_factory))
-    else:
-        environment = ProviderSettings.from_env()
-        provider = runtime.run(runtime.provider(environment))
-
-        async def agent_provider(agent: Agent) -> Provider | None:
-            # The agents that keep the environment's provider share the invocation's.
-            wanted = agent.provider_settings()
-            if provider_key(wanted) == provider_key(environment):
-                return None
-            return await runtime.provider(wanted)
-
+    provider, agent_provider = _invocation_providers(runtime, provider_factory)
     try:
         invocation = Invocation(
             services,
