@@ -176,6 +176,47 @@ def _check_range(agent: str, name: str, value: int, low: int, high: int) -> None
         raise AgentDefinitionError(f"agent {agent}: {name} must be a whole number {low}..{high}")
 
 
+def _run_model(
+    agent: Agent,
+    request: Mapping[str, Any],
+    *,
+    default_model: str,
+    allowed_models: Collection[str],
+) -> str:
+    """The agent's model (else ``default_model``), or the one ``request`` names if allowed."""
+    model = agent.model or default_model
+    if "model" in request and request["model"] is not None:
+        allowed = {model, *agent.models, *allowed_models}
+        if request["model"] not in allowed:
+            raise RunRequestRefused(
+                "model",
+                f"model {request['model']!r} is not allowed for agent {agent.name}; "
+                f"choose {_names(allowed)}",
+                kind="model_not_allowed",
+                choices=sorted(allowed),
+            )
+        model = request["model"]
+    return model
+
+
+def _run_tools(agent: Agent, request: Mapping[str, Any]) -> tuple[str, ...]:
+    """The agent's tools, or those of them ``request`` names (in its order, once each)."""
+    tools = agent.tool_names
+    if "tools" in request and request["tools"] is not None:
+        chosen = tuple(dict.fromkeys(request["tools"]))
+        unknown = [name for name in chosen if name not in tools]
+        if unknown:
+            raise RunRequestRefused(
+                "tools",
+                f"agent {agent.name} has no tool {', '.join(repr(u) for u in unknown)}; its "
+                f"tools are {_names(tools)}",
+                kind=FailureCode.UNKNOWN_TOOL,
+                choices=sorted(tools),
+            )
+        tools = chosen
+    return tools
+
+
 def resolve_run_settings(
     agent: Agent,
     request: Mapping[str, Any],
@@ -198,31 +239,8 @@ def resolve_run_settings(
                 kind="not_overridable",
                 choices=sorted(agent.overridable),
             )
-    model = agent.model or default_model
-    if "model" in request and request["model"] is not None:
-        allowed = {model, *agent.models, *allowed_models}
-        if request["model"] not in allowed:
-            raise RunRequestRefused(
-                "model",
-                f"model {request['model']!r} is not allowed for agent {agent.name}; "
-                f"choose {_names(allowed)}",
-                kind="model_not_allowed",
-                choices=sorted(allowed),
-            )
-        model = request["model"]
-    tools = agent.tool_names
-    if "tools" in request and request["tools"] is not None:
-        chosen = tuple(dict.fromkeys(request["tools"]))
-        unknown = [name for name in chosen if name not in tools]
-        if unknown:
-            raise RunRequestRefused(
-                "tools",
-                f"agent {agent.name} has no tool {', '.join(repr(u) for u in unknown)}; its "
-                f"tools are {_names(tools)}",
-                kind=FailureCode.UNKNOWN_TOOL,
-                choices=sorted(tools),
-            )
-        tools = chosen
+    model = _run_model(agent, request, default_model=default_model, allowed_models=allowed_models)
+    tools = _run_tools(agent, request)
 
     def pick(name: str, default: Any) -> Any:
         value = request.get(name)

@@ -58,6 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     from awaken_s3.project.cli import add_parser as add_init_parser
 
     add_init_parser(sub)
+    _add_runs_parser(sub)
+    _add_checkpoints_parser(sub)
+    return parser
+
+
+def _add_runs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``runs watch``: follow a run through the API."""
     runs = sub.add_parser("runs", help="follow runs through the HTTP API")
     runs_sub = runs.add_subparsers(dest="action", required=True)
     watch = runs_sub.add_parser(
@@ -78,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: AWAKEN_SOCKET_URL; polling when neither is set or the socket cannot be opened)",
     )
 
+
+def _add_checkpoints_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``checkpoints show|list|clean``, each with the environment it reads in its help."""
     documented: dict[str, object] = {
         "epilog": CHECKPOINTS_ENVIRONMENT,
         "formatter_class": argparse.RawDescriptionHelpFormatter,
@@ -117,7 +127,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="also delete checkpoints of live runs untouched for this many hours",
     )
     clean.add_argument("--dry-run", action="store_true", help="say what would go, delete nothing")
-    return parser
 
 
 def _describe(stored: StoredCheckpoint, where: str) -> list[str]:

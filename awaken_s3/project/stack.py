@@ -96,14 +96,9 @@ def _replace(
     return result
 
 
-def project_template(
-    package: str, *, distribution: str, version: str, template: str | None = None
-) -> str:
-    """The template of a project whose code is the package ``package`` (see the module's
-    docstring); ``template``: the stack to derive it from (default: this installation's)."""
-    stack = repository_template() if template is None else template
-    where = code_location(stack)
-    preamble = (
+def _preamble(distribution: str, version: str, where: CodeLocation) -> str:
+    """The project's description and build notes, in place of the stack's."""
+    return (
         'AWSTemplateFormatVersion: "2010-09-09"\n'
         "Transform: AWS::Serverless-2016-10-31\n"
         "Description: >-\n"
@@ -117,8 +112,11 @@ def project_template(
         f"# {where.runtime} on PATH; `sam deploy --guided` (or samconfig.toml) deploys it.\n"
         "\n"
     )
-    text = _replace(_PREAMBLE, preamble.replace("\\", "\\\\"), stack, 1, "preamble")
-    code = (
+
+
+def _global_code(where: CodeLocation) -> str:
+    """Where the functions' code and dependencies live (Globals.Function)."""
+    return (
         "    # The functions' code: this project's src/ (no requirements.txt there: SAM's Python\n"
         "    # builder copies it as it is); every dependency comes from the layer.\n"
         f"    Runtime: {where.runtime}\n"
@@ -127,17 +125,11 @@ def project_template(
         "    Layers:\n"
         f"      - !Ref {LAYER}\n"
     )
-    text = _replace(_GLOBAL_CODE, r"\g<1>" + code, text, 1, "Globals.Function block")
-    functions = len(FUNCTIONS) + len(PACKAGE_ENTRY_POINTS)
-    text = _replace(_MAKEFILE_BUILD, "", text, functions, "makefile Metadata blocks")
 
-    def entry_point(found: re.Match[str]) -> str:
-        module = found.group(1)
-        where = PACKAGE_ENTRY_POINTS.get(module, f"{package}.handlers.{module}")
-        return f"      Handler: {where}.lambda_handler\n"
 
-    text = _replace(_HANDLER, entry_point, text, functions, "handlers")
-    layer = (
+def _layer_resource(where: CodeLocation) -> str:
+    """The layer of the functions' dependencies, defined before the first function."""
+    return (
         "  # The functions' dependencies, layer/requirements.txt (the list pyproject.toml\n"
         "  # installs too), built by SAM's Python builder for the functions' runtime and\n"
         "  # architecture. A code change rebuilds and uploads only the functions' small package;\n"
@@ -156,6 +148,27 @@ def project_template(
         "      RetentionPolicy: Delete\n"
         "\n"
     )
+
+
+def project_template(
+    package: str, *, distribution: str, version: str, template: str | None = None
+) -> str:
+    """The template of a project whose code is the package ``package`` (see the module's
+    docstring); ``template``: the stack to derive it from (default: this installation's)."""
+    stack = repository_template() if template is None else template
+    where = code_location(stack)
+    preamble = _preamble(distribution, version, where)
+    text = _replace(_PREAMBLE, preamble.replace("\\", "\\\\"), stack, 1, "preamble")
+    text = _replace(_GLOBAL_CODE, r"\g<1>" + _global_code(where), text, 1, "Globals.Function block")
+    functions = len(FUNCTIONS) + len(PACKAGE_ENTRY_POINTS)
+    text = _replace(_MAKEFILE_BUILD, "", text, functions, "makefile Metadata blocks")
+
+    def entry_point(found: re.Match[str]) -> str:
+        module = found.group(1)
+        where = PACKAGE_ENTRY_POINTS.get(module, f"{package}.handlers.{module}")
+        return f"      Handler: {where}.lambda_handler\n"
+
+    text = _replace(_HANDLER, entry_point, text, functions, "handlers")
     if text.count(_FIRST_FUNCTION) != 1:
         raise StackTemplateError("template.yaml: expected one WorkerFunction definition")
-    return text.replace(_FIRST_FUNCTION, layer + _FIRST_FUNCTION)
+    return text.replace(_FIRST_FUNCTION, _layer_resource(where) + _FIRST_FUNCTION)

@@ -48,7 +48,7 @@ from awaken_s3.runtime.tool_schema import (
 )
 from awaken_s3.streaming.provider import ToolSpec
 from awaken_s3.threads.base import ToolCallLedger
-from awaken_s3.threads.models import ToolCallStatus
+from awaken_s3.threads.models import ToolCallRecord, ToolCallStatus
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -406,6 +406,40 @@ def tool_context(
     )
 
 
+async def _claim_call(
+    store: ToolCallLedger,
+    tool: Tool[..., Any],
+    *,
+    run_id: str,
+    epoch: int,
+    call: ToolUseBlock,
+) -> ToolCallRecord | ToolResultBlock:
+    """Claim ``call`` for ``epoch``: the record to run it under, or the result it already has
+    (its finished one, or "outcome unknown" for a non-idempotent tool an earlier epoch claimed).
+    """
+    record, fresh = await store.claim_tool_call(run_id, call.id, name=call.name, epoch=epoch)
+    if not fresh and record.status == ToolCallStatus.CLAIMED and record.epoch == epoch:
+        # Claimed by this very lease epoch: our own claim, whose response was lost and
+        # retried. An epoch is one invocation, which has not run this call yet.
+        fresh = True
+    if not fresh:
+        if record.status == ToolCallStatus.FINISHED:
+            return ToolResultBlock(
+                tool_use_id=call.id, content=record.content or "", is_error=record.is_error
+            )
+        record = await store.reclaim_tool_call(
+            run_id, call.id, epoch=epoch, previous_epoch=record.epoch
+        )
+        if not tool.idempotent:
+            log.warning("tool call %s (%s): outcome unknown, not re-run", call.id, call.name)
+            await store.finish_tool_call(
+                run_id, call.id, epoch=epoch, content=OUTCOME_UNKNOWN, is_error=True
+            )
+            return ToolResultBlock(tool_use_id=call.id, content=OUTCOME_UNKNOWN, is_error=True)
+        log.info("tool call %s (%s): outcome unknown, re-running (idempotent)", call.id, call.name)
+    return record
+
+
 async def execute_tool_call(
     store: ToolCallLedger,
     registry: ToolRegistry,
@@ -437,26 +471,9 @@ async def execute_tool_call(
         # Nothing can run, so there is no side effect to guard: the answer is deterministic.
         return ToolResultBlock(tool_use_id=call.id, content=problem or "", is_error=True)
 
-    record, fresh = await store.claim_tool_call(run_id, call.id, name=call.name, epoch=epoch)
-    if not fresh and record.status == ToolCallStatus.CLAIMED and record.epoch == epoch:
-        # Claimed by this very lease epoch: our own claim, whose response was lost and
-        # retried. An epoch is one invocation, which has not run this call yet.
-        fresh = True
-    if not fresh:
-        if record.status == ToolCallStatus.FINISHED:
-            return ToolResultBlock(
-                tool_use_id=call.id, content=record.content or "", is_error=record.is_error
-            )
-        record = await store.reclaim_tool_call(
-            run_id, call.id, epoch=epoch, previous_epoch=record.epoch
-        )
-        if not tool.idempotent:
-            log.warning("tool call %s (%s): outcome unknown, not re-run", call.id, call.name)
-            await store.finish_tool_call(
-                run_id, call.id, epoch=epoch, content=OUTCOME_UNKNOWN, is_error=True
-            )
-            return ToolResultBlock(tool_use_id=call.id, content=OUTCOME_UNKNOWN, is_error=True)
-        log.info("tool call %s (%s): outcome unknown, re-running (idempotent)", call.id, call.name)
+    record = await _claim_call(store, tool, run_id=run_id, epoch=epoch, call=call)
+    if isinstance(record, ToolResultBlock):
+        return record
 
     context = None
     if tool.context_param is not None:

@@ -55,14 +55,15 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
     from awaken_s3.agents import Agent, App
-    from awaken_s3.runtime.loop import RunEnd, RunResult
+    from awaken_s3.runtime.loop import RunEnd, RunLoop, RunResult
     from awaken_s3.runtime.tools import ToolRegistry
     from awaken_s3.service.config import WorkerSettings
     from awaken_s3.service.dispositions import Disposition
-    from awaken_s3.service.instrumented import TurnTally
+    from awaken_s3.service.instrumented import InstrumentedRunner, TurnTally
+    from awaken_s3.service.push import RunPusher
     from awaken_s3.service.queue import RunMessage
     from awaken_s3.service.visibility import BatchVisibility
-    from awaken_s3.service.wiring import Services
+    from awaken_s3.service.wiring import Services, WarmRuntime
     from awaken_s3.streaming.provider import Provider
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "awaken-s3")
@@ -140,6 +141,26 @@ def record_result(result: RunResult) -> None:
         metrics.add_metric(name="ResumeDelay", unit=MetricUnit.Seconds, value=result.resume_delay)
 
 
+def log_run_end(result: RunResult, writer: str, tally: TurnTally) -> None:
+    """One log line per run invocation: how it ended and what it did."""
+    logger.info(
+        "run invocation ended",
+        extra={
+            "run_id": result.run_id,
+            "end": result.end.value,
+            "turns_committed": result.turns_committed,
+            "tool_calls": result.tool_calls,
+            "worker_id": writer,
+            # Plans the turns of this invocation were resumed with (fresh turns: none).
+            "plans": sorted(tally.plans.elements()),
+            "resume_delay": result.resume_delay,
+            "error_code": result.error.code if result.error else None,
+            # The caller sees only the code; the provider's own words are for operators.
+            "error_message": result.error.message if result.error else None,
+        },
+    )
+
+
 #: the provider an agent's turns stream from (None: the invocation's default provider)
 AgentProviders = Callable[["Agent"], Any]
 
@@ -197,42 +218,15 @@ class Invocation:
             logger.set_correlation_id(None)
 
     async def _run(self, message: RunMessage, record: SQSRecord) -> str:
-        from awaken_s3.runtime.loop import RunLoop
         from awaken_s3.service.dispositions import Action, disposition
-        from awaken_s3.service.instrumented import InstrumentedRunner
         from awaken_s3.service.push import pushing, run_pusher
         from awaken_s3.service.queue import set_visibility
-        from awaken_s3.streaming.retry import RetryPolicy
-        from awaken_s3.streaming.runner import TurnRunner
         from awaken_s3.threads.errors import RunNotFound
 
         writer = worker_id(self.context)
         # Live pushes to the run's followers, where the stack has a WebSocket API.
         pusher = run_pusher(self.services, message.run_id)
-        turns = TurnRunner(
-            self.provider,
-            self.services.checkpoints
-            if pusher is None
-            else pusher.store(self.services.checkpoints),
-            writer_id=writer,
-            retry_policy=RetryPolicy(max_interruptions=self.settings.max_interruptions),
-            clock=monotonic,
-            writer_factory=None if pusher is None else pusher.writer_factory,
-        )
-        runner = InstrumentedRunner(turns if pusher is None else pusher.runner(turns))
-        loop = RunLoop(
-            self.services.threads,
-            runner,
-            self.services.checkpoints,
-            worker_id=writer,
-            lease_seconds=self.settings.lease_seconds,
-            max_idle_suspensions=self.settings.max_idle_suspensions,
-            monotonic=monotonic,
-            app=self.app,
-            provider_for=self.agent_provider,
-            turn_headroom=self.settings.turn_headroom,
-            listener=pusher,
-        )
+        loop, runner = self._run_loop(writer, pusher)
 
         async def keep_hidden() -> None:
             # In step with the lease: hidden while this worker is alive, back soon after the
@@ -261,22 +255,7 @@ class Invocation:
         finally:
             record_tally(runner.tally)
         record_result(result)
-        logger.info(
-            "run invocation ended",
-            extra={
-                "run_id": result.run_id,
-                "end": result.end.value,
-                "turns_committed": result.turns_committed,
-                "tool_calls": result.tool_calls,
-                "worker_id": writer,
-                # Plans the turns of this invocation were resumed with (fresh turns: none).
-                "plans": sorted(runner.tally.plans.elements()),
-                "resume_delay": result.resume_delay,
-                "error_code": result.error.code if result.error else None,
-                # The caller sees only the code; the provider's own words are for operators.
-                "error_message": result.error.message if result.error else None,
-            },
-        )
+        log_run_end(result, writer, runner.tally)
         action = disposition(result, now=time.time(), lease_seconds=self.settings.lease_seconds)
         if action.action is Action.CONTINUE:
             await self._continue(result)
@@ -284,6 +263,42 @@ class Invocation:
             await self._keep(record, action)
             raise RecordKept(f"run {result.run_id}: {action.reason}; back in {action.delay}s")
         return result.end.value
+
+    def _run_loop(
+        self, writer: str, pusher: RunPusher | None
+    ) -> tuple[RunLoop, InstrumentedRunner]:
+        """The run loop for one record, as ``writer``, and the runner under it (its tally feeds
+        the metrics); with a ``pusher``, the turns and their text reach the run's followers."""
+        from awaken_s3.runtime.loop import RunLoop
+        from awaken_s3.service.instrumented import InstrumentedRunner
+        from awaken_s3.streaming.retry import RetryPolicy
+        from awaken_s3.streaming.runner import TurnRunner
+
+        turns = TurnRunner(
+            self.provider,
+            self.services.checkpoints
+            if pusher is None
+            else pusher.store(self.services.checkpoints),
+            writer_id=writer,
+            retry_policy=RetryPolicy(max_interruptions=self.settings.max_interruptions),
+            clock=monotonic,
+            writer_factory=None if pusher is None else pusher.writer_factory,
+        )
+        runner = InstrumentedRunner(turns if pusher is None else pusher.runner(turns))
+        loop = RunLoop(
+            self.services.threads,
+            runner,
+            self.services.checkpoints,
+            worker_id=writer,
+            lease_seconds=self.settings.lease_seconds,
+            max_idle_suspensions=self.settings.max_idle_suspensions,
+            monotonic=monotonic,
+            app=self.app,
+            provider_for=self.agent_provider,
+            turn_headroom=self.settings.turn_headroom,
+            listener=pusher,
+        )
+        return loop, runner
 
     async def _keep(self, record: SQSRecord, action: Disposition) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -322,35 +337,65 @@ async def _open_provider(factory: ProviderFactory) -> Provider:
     return factory()
 
 
+def _batch_processor(event: dict[str, Any], queue_url: str) -> BatchProcessor:
+    """The Powertools processor for ``event``'s queue: on a FIFO queue, a failed record fails
+    the later records of its run (its message group) too."""
+    from aws_lambda_powertools.utilities.batch import (
+        BatchProcessor,
+        EventType,
+        SqsFifoPartialProcessor,
+    )
+
+    processor: BatchProcessor
+    if is_fifo_event(event, queue_url):
+        processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+    else:
+        processor = BatchProcessor(EventType.SQS)
+    # A batch whose every record is busy is a normal outcome, not a function error.
+    processor.raise_on_entire_batch_failure = False
+    return processor
+
+
+def _invocation_providers(
+    runtime: WarmRuntime, provider_factory: ProviderFactory | None
+) -> tuple[Provider, AgentProviders | None]:
+    """The invocation's provider and, without a factory, each agent's own (the factory's
+    provider serves every agent)."""
+    from awaken_s3.providers.config import ProviderSettings
+    from awaken_s3.service.wiring import provider_key
+
+    if provider_factory is not None:
+        return runtime.run(_open_provider(provider_factory)), None
+    environment = ProviderSettings.from_env()
+    provider = runtime.run(runtime.provider(environment))
+
+    async def agent_provider(agent: Agent) -> Provider | None:
+        # The agents that keep the environment's provider share the invocation's.
+        wanted = agent.provider_settings()
+        if provider_key(wanted) == provider_key(environment):
+            return None
+        return await runtime.provider(wanted)
+
+    return provider, agent_provider
+
+
 def process_batch(
     event: dict[str, Any],
     context: LambdaContext,
     app: App,
     provider_factory: ProviderFactory | None,
 ) -> dict[str, Any]:
-    from aws_lambda_powertools.utilities.batch import (
-        BatchProcessor,
-        EventType,
-        SqsFifoPartialProcessor,
-        process_partial_response,
-    )
+    from aws_lambda_powertools.utilities.batch import process_partial_response
 
-    from awaken_s3.providers.config import ProviderSettings
     from awaken_s3.service.config import WorkerSettings
     from awaken_s3.service.visibility import BatchVisibility, receipts_of
-    from awaken_s3.service.wiring import close_provider, provider_key, warm_runtime
+    from awaken_s3.service.wiring import close_provider, warm_runtime
     from awaken_s3.settings import StorageSettings
 
     storage = StorageSettings.from_env(need_queue=True)
     settings = WorkerSettings.from_env()
     deadline = deadline_for(context, settings.deadline_margin)
-    processor: BatchProcessor
-    if is_fifo_event(event, storage.queue_url or ""):
-        processor = SqsFifoPartialProcessor(skip_group_on_error=True)
-    else:
-        processor = BatchProcessor(EventType.SQS)
-    # A batch whose every record is busy is a normal outcome, not a function error.
-    processor.raise_on_entire_batch_failure = False
+    processor = _batch_processor(event, storage.queue_url or "")
 
     runtime = warm_runtime()
     services = runtime.run(runtime.services(storage))
@@ -364,20 +409,7 @@ def process_batch(
     )
     runtime.run(visibility.take())
     own_provider = provider_factory is not None
-    agent_provider = None
-    if provider_factory is not None:
-        provider = runtime.run(_open_provider(provider_factory))
-    else:
-        environment = ProviderSettings.from_env()
-        provider = runtime.run(runtime.provider(environment))
-
-        async def agent_provider(agent: Agent) -> Provider | None:
-            # The agents that keep the environment's provider share the invocation's.
-            wanted = agent.provider_settings()
-            if provider_key(wanted) == provider_key(environment):
-                return None
-            return await runtime.provider(wanted)
-
+    provider, agent_provider = _invocation_providers(runtime, provider_factory)
     try:
         invocation = Invocation(
             services,
