@@ -36,7 +36,8 @@ Decisions kept here, all from the partial turn as a later process would see it:
   continue-message form; it is a different request, not a retry, and costs no budget.
 * A stream that stops for tool use without one complete call is an interruption.
 * Carried reasoning means thinking is on, and the APIs refuse a prefill then: such a prefix
-  always goes out in the continue-message form.
+  always goes out in the continue-message form (:mod:`awaken_s3.streaming.prefix_form` holds
+  the form of the next request).
 * Without a lease (``leased=False``: a caller with no run record) the epoch is taken one above
   the loaded checkpoint's, so the store's conditional writes alone fence the writer before.
 * Every plan taken, from a checkpoint or in process, is appended to :attr:`resumes` for the
@@ -52,22 +53,15 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from awaken_s3.errors import AwakenError
-from awaken_s3.messages import KeptBlock, Message
+from awaken_s3.messages import Message
 from awaken_s3.models import StoredCheckpoint, StreamCheckpoint
 from awaken_s3.streaming.accumulator import StreamAccumulator
-from awaken_s3.streaming.continuation import build_continuation_request
-from awaken_s3.streaming.errors import PrefillRejected, ProviderError, ToolCallsLost
+from awaken_s3.streaming.errors import ProviderError, ToolCallsLost
 from awaken_s3.streaming.fate import Match, match_turn
 from awaken_s3.streaming.outcome import ClassifiedError, DroppedToolCall, Usage
+from awaken_s3.streaming.prefix_form import PrefixForm
 from awaken_s3.streaming.provider import ModelRequest
-from awaken_s3.streaming.reasoning import carries_reasoning
-from awaken_s3.streaming.recovery import (
-    PlanKind,
-    RecoveryPlan,
-    has_reusable_text,
-    plan_recovery,
-    synthesized_turn,
-)
+from awaken_s3.streaming.recovery import PlanKind, RecoveryPlan, plan_recovery, synthesized_turn
 from awaken_s3.streaming.retry import RandomSource, RetryPolicy, budget_exhausted, classify, decide
 
 log = logging.getLogger("awaken_s3.streaming")
@@ -242,7 +236,8 @@ class TurnMachine:
     writer_id: str
     #: the committed history and the model settings
     request: ModelRequest
-    #: the adapter's prefill capability for the model
+    #: the adapter's prefill capability for the model (``form`` holds the form the next
+    #: request takes)
     prefill: bool
     policy: RetryPolicy
     rng: RandomSource
@@ -255,6 +250,7 @@ class TurnMachine:
 
     phase: Phase = field(default=Phase.LOADING, init=False)
     acc: StreamAccumulator = field(init=False)
+    form: PrefixForm = field(init=False)
     retry_count: int = field(default=0, init=False)
     last_error: str | None = field(default=None, init=False)
     suspended: bool = field(default=False, init=False)
@@ -267,15 +263,13 @@ class TurnMachine:
     resumes: list[Resume] = field(default_factory=list, init=False)
     #: the version of the checkpoint loaded (the outcome's version until a writer exists)
     loaded_version: str | None = field(default=None, init=False)
-    prefill_fallback_used: bool = field(default=False, init=False)
-    #: whether the request of the attempt in flight sent a prefix
-    sent_prefix: bool = field(default=False, init=False)
     _saved: StreamCheckpoint | None = field(default=None, init=False)
     _loaded: Loaded | None = field(default=None, init=False)
     _pending_error: ClassifiedError | None = field(default=None, init=False)
     _pending_delay: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:
+        self.form = PrefixForm(self.prefill)
         self.acc = StreamAccumulator(trim_echo=not self.prefill)
 
     # -- the driver's interface -----------------------------------------------------------
@@ -410,7 +404,7 @@ class TurnMachine:
                     self.last_error = ATTEMPT_LOST
                 if self.retry_count > self.policy.max_interruptions:
                     return self._fail(budget_exhausted(self.retry_count, self.last_error))
-                self._restart(plan.prefix_text, plan.blocks)
+                self.form.restart(self.acc, plan.prefix_text, plan.blocks)
                 resumed = True
         self.phase = Phase.OPENING
         return OpenWriter(
@@ -428,22 +422,14 @@ class TurnMachine:
     def _next_call(self, now: float) -> Action:
         if self.deadline is not None and now >= self.deadline:
             return self._suspend()
-        prefix = self.acc.text
-        self.sent_prefix = has_reusable_text(prefix)
-        request = (
-            build_continuation_request(
-                self.request, prefix, prefill=self.prefill, blocks=self.acc.reusable_blocks
-            )
-            if self.sent_prefix
-            else self.request
-        )
+        request = self.form.request(self.request, self.acc)
         self.phase = Phase.CALLING
         return CallModel(request)
 
     def _on_attempt(self, event: AttemptEnded) -> Action:
         result = event.result
         if result == COMPLETED:
-            result = self._tool_calls_lost() or result
+            result = tool_calls_lost(self.acc, self.provider_name) or result
         if result == COMPLETED:
             self.phase = Phase.SETTLING
             return Flush(write=False)
@@ -456,20 +442,12 @@ class TurnMachine:
 
     def _on_error(self, error: BaseException, now: float) -> Action:
         classified = classify(error)
-        if (
-            isinstance(error, PrefillRejected)
-            and self.prefill
-            and self.sent_prefix
-            and not self.prefill_fallback_used
-        ):
+        if self.form.fall_back(error, self.acc):
             log.warning(
                 "run %s: %s rejected the assistant prefix; continuing without prefill",
                 self.run_id,
                 self.provider_name,
             )
-            self.prefill_fallback_used = True
-            self.prefill = False
-            self.acc.restart(self.acc.text, trim_echo=True, blocks=self.acc.reusable_blocks)
             return self._next_call(now)
         if not classified.retryable:
             if not isinstance(error, ProviderError):
@@ -494,7 +472,7 @@ class TurnMachine:
             self.phase = Phase.SYNTHESIZING
             return Flush(write=True, force=True)
         self.dropped.extend(plan.dropped)
-        self._restart(plan.prefix_text, plan.blocks)
+        self.form.restart(self.acc, plan.prefix_text, plan.blocks)
         self._pending_error = None if decision.retry else decision.error
         self._pending_delay = decision.delay
         log.warning(
@@ -543,27 +521,18 @@ class TurnMachine:
         assert self._pending_error is not None
         return self._fail(self._pending_error)
 
-    # -- helpers ----------------------------------------------------------------------------
 
-    def _restart(self, prefix_text: str, blocks: tuple[KeptBlock, ...]) -> None:
-        """Continue from a plan's prefix; carried reasoning means thinking is on, and the
-        APIs refuse a prefill then, so the prefix goes out with a continue message."""
-        if carries_reasoning(blocks):
-            self.prefill = False
-        self.acc.restart(prefix_text, trim_echo=not self.prefill, blocks=blocks)
-
-    def _tool_calls_lost(self) -> ToolCallsLost | None:
-        """A tool-use stop without one complete call: an interruption, never an answer."""
-        if self.acc.stop_reason != "tool_use":
-            return None
-        complete, dropped = self.acc.split_tool_calls()
-        if complete:
-            return None
-        return ToolCallsLost(
-            f"the model stopped for tool use but none of its {len(dropped)} tool calls "
-            "was complete",
-            provider=self.provider_name,
-        )
+def tool_calls_lost(acc: StreamAccumulator, provider: str) -> ToolCallsLost | None:
+    """A tool-use stop without one complete call: an interruption, never an answer."""
+    if acc.stop_reason != "tool_use":
+        return None
+    complete, dropped = acc.split_tool_calls()
+    if complete:
+        return None
+    return ToolCallsLost(
+        f"the model stopped for tool use but none of its {len(dropped)} tool calls was complete",
+        provider=provider,
+    )
 
 
 # The event parameter is each handler's own event type; the table pairs them.

@@ -25,29 +25,24 @@ from typing import TYPE_CHECKING
 from awaken_s3._lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from awaken_s3.testing.harness import (
-        Harness,
-        HarnessError,
-        Kill,
-        RunOutcome,
-        StartedRun,
-        ToolResult,
-        ToolRun,
-    )
+    from awaken_s3.testing.harness import Harness, RunOutcome, StartedRun, ToolResult
+    from awaken_s3.testing.kill_schedule import Kill
     from awaken_s3.testing.kills import KillPoint
+    from awaken_s3.testing.local_stack import HarnessError
     from awaken_s3.testing.model import ScriptedCall, ToolCallingModel
+    from awaken_s3.testing.worker_records import ToolRun
 
 _LAZY = {
     "Harness": "awaken_s3.testing.harness",
-    "HarnessError": "awaken_s3.testing.harness",
-    "Kill": "awaken_s3.testing.harness",
+    "HarnessError": "awaken_s3.testing.local_stack",
+    "Kill": "awaken_s3.testing.kill_schedule",
     "KillPoint": "awaken_s3.testing.kills",
     "RunOutcome": "awaken_s3.testing.harness",
     "ScriptedCall": "awaken_s3.testing.model",
     "StartedRun": "awaken_s3.testing.harness",
     "ToolCallingModel": "awaken_s3.testing.model",
     "ToolResult": "awaken_s3.testing.harness",
-    "ToolRun": "awaken_s3.testing.harness",
+    "ToolRun": "awaken_s3.testing.worker_records",
 }
 
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY)

@@ -1,6 +1,6 @@
 """The local stack a project's tests run their own app on (the ``awaken`` fixture).
 
-:class:`Harness` starts, on a moto server:
+:class:`Harness` starts, on a moto server (its :class:`~awaken_s3.testing.local_stack.LocalStack`):
 
 * the bucket, table and FIFO queues the template declares (:mod:`awaken_s3.dev.resources`,
   which this repository's tests compare with template.yaml and the template ``awaken-s3 init``
@@ -16,7 +16,8 @@ arm kill points first (:meth:`Harness.kill_at`): the worker stops at the point, 
 SIGKILLs its container and the run resumes in a new one once the lease runs out, as after a
 crash on Lambda. :class:`RunOutcome` holds what the caller sees (status, committed messages)
 and what the test needs to judge the resume (the recovery plans used, each invocation's
-outcome, the kills, every call of every tool).
+outcome, the kills, every call of every tool: :mod:`awaken_s3.testing.worker_records` reads
+them back, :mod:`awaken_s3.testing.kill_schedule` decides when to kill).
 
 Nothing here ever reaches real AWS: the harness sets fake credentials and points every
 service at moto while it runs, and puts the environment back when it stops.
@@ -25,49 +26,35 @@ service at moto while it runs, and puts the environment back when it stops.
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from awaken_s3.errors import AwakenError
-from awaken_s3.service.queue import run_id_of
-from awaken_s3.testing.kills import KillPoint, checkpoint_ready, marker, reached, write_plan
+from awaken_s3.testing.kill_schedule import Kill, KillSchedule
+from awaken_s3.testing.kills import KillPoint
+from awaken_s3.testing.local_stack import HarnessError, LocalStack
 from awaken_s3.testing.model import ScriptedCall
 from awaken_s3.testing.observe import CALLS_FILE
 from awaken_s3.testing.worker import MODEL_FILE
+from awaken_s3.testing.worker_records import (
+    ToolRun,
+    carries_run,
+    invocation_outcomes,
+    read_tool_runs,
+    recovery_plans,
+)
+
+if TYPE_CHECKING:
+    from awaken_s3.local.event_source import SqsEventSource
 
 #: the caller every API call of the harness authenticates as (the JWT's sub)
 CALLER: Final = "test-user"
-WORKER_TIMEOUT: Final = 60
 #: seconds a run may take before the harness calls the test hung
 HUNG: Final = 120.0
-SCRIPTED_MODEL: Final = "awaken-scripted"
 ENDED: Final = frozenset({"completed", "failed", "cancelled"})
-#: never a developer's real account: these go while the harness runs
-_CREDENTIALS: Final = ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
-
-
-@dataclass(frozen=True)
-class ToolRun:
-    """One start of a tool's function, as the worker ran it."""
-
-    tool: str
-    run_id: str
-    thread_id: str
-    tool_call_id: str
-    idempotency_key: str
-    attempt: int
-    arguments: dict[str, Any]
-    #: the function returned or raised (False: its worker was killed while it ran)
-    finished: bool
-    #: the exception's type when it raised
-    error: str | None
-    pid: int
 
 
 @dataclass(frozen=True)
@@ -81,14 +68,6 @@ class ToolResult:
 
     def json(self) -> Any:
         return json.loads(self.content)
-
-
-@dataclass(frozen=True)
-class Kill:
-    point: KillPoint
-    pids: tuple[int, ...]
-    #: the run's checkpoint's text when its worker was killed
-    partial_text: str
 
 
 @dataclass(frozen=True)
@@ -163,10 +142,6 @@ class StartedRun:
     run_id: str
 
 
-class HarnessError(AwakenError, RuntimeError):
-    """The harness cannot run the app (the message says why)."""
-
-
 class Harness:
     """See the module's docstring. ``app``: ``MODULE:ATTRIBUTE``, importable from ``root``;
     ``env``: the tools' own environment variables (their settings); ``lease_seconds``: how
@@ -194,108 +169,28 @@ class Harness:
         self.region = region
         self.app: Any = None
         self.stack: Any = None
-        self._saved: dict[str, str | None] = {}
-        self._source: Any = None
-        self._thread: Any = None
-        self._api: Any = None
-        self._clients: dict[str, Any] = {}
-        self._armed: list[KillPoint] = []
-        #: kill points armed for the run they belong to, by index, not yet reached
-        self._pending: dict[str, dict[int, KillPoint]] = {}
-        self._kills: dict[str, list[Kill]] = {}
+        self._local = LocalStack(
+            app,
+            endpoint_url=endpoint_url,
+            directory=directory,
+            root=self.root,
+            env=self.env,
+            lease_seconds=lease_seconds,
+            workers=workers,
+            region=region,
+        )
+        self._kill_schedule = KillSchedule(directory)
 
     # -- lifecycle
 
     def start(self) -> Harness:
-        try:
-            self._start()
-        except BaseException:
-            self.stop()
-            raise
+        self._local.start()
+        self.app, self.stack = self._local.app, self._local.stack
         return self
-
-    def _start(self) -> None:
-        import boto3
-
-        from awaken_s3.agents import AgentDefinitionError, load_app
-        from awaken_s3.dev.resources import StackNames, create_stack, function_environment
-        from awaken_s3.local.event_source import (
-            EventSourceThread,
-            FunctionConfig,
-            SqsEventSource,
-        )
-        from awaken_s3.service.http import handler_for
-
-        self.directory.mkdir(parents=True, exist_ok=True)
-        (self.directory / "logs").mkdir(exist_ok=True)
-        self._set_environment(
-            {
-                "AWS_ENDPOINT_URL": self.endpoint_url,
-                "AWS_ACCESS_KEY_ID": "testing",
-                "AWS_SECRET_ACCESS_KEY": "testing",
-                "AWS_DEFAULT_REGION": self.region,
-                "AWS_REGION": self.region,
-            },
-            remove=_CREDENTIALS,
-        )
-        if str(self.root) not in sys.path:
-            sys.path.insert(0, str(self.root))
-        try:
-            self.app = load_app(self.app_ref)
-        except AgentDefinitionError as exc:
-            raise HarnessError(f"app {self.app_ref}: {exc}") from exc
-        names = StackNames.from_name(f"awaken-test-{uuid.uuid4().hex[:12]}")
-        self.stack = create_stack(
-            boto3.Session(),
-            names,
-            region=self.region,
-            worker_timeout=WORKER_TIMEOUT,
-            endpoint_url=self.endpoint_url,
-        )
-        function_env = {
-            **function_environment(self.stack, lease_seconds=self.lease_seconds),
-            # The scripted model serves every agent; any provider passes the API's checks.
-            "AWAKEN_PROVIDER": "anthropic",
-            "AWAKEN_MODEL": SCRIPTED_MODEL,
-            "POWERTOOLS_METRICS_DISABLED": "true",
-            "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL") or "INFO",
-            "AWAKEN_TEST_DIR": str(self.directory),
-            "AWAKEN_TEST_APP": self.app_ref,
-            **self.env,
-        }
-        self._set_environment(function_env)
-        self._api = handler_for(self.app)
-        worker = FunctionConfig(
-            handler="awaken_s3.testing.worker:lambda_handler",
-            timeout=WORKER_TIMEOUT,
-            name=f"{names.bucket}-worker",
-            env=function_env,
-            cwd=str(self.root),
-        )
-        self._source = SqsEventSource(
-            self.stack.queue_url,
-            worker,
-            endpoint_url=self.endpoint_url,
-            region=self.region,
-            max_concurrency=self.workers,
-            poll_interval=0.1,
-            log_dir=self.directory / "logs",
-            stop_grace=2,
-        )
-        self._thread = EventSourceThread(self._source)
-        self._thread.start()
 
     def stop(self) -> None:
         """Stop the worker containers (each by its PID) and put the environment back."""
-        if self._thread is not None:
-            self._thread.stop(grace=2)
-            self._thread = None
-        for name, value in reversed(list(self._saved.items())):
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        self._saved.clear()
+        self._local.stop()
 
     def __enter__(self) -> Harness:
         return self.start()
@@ -303,22 +198,10 @@ class Harness:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _set_environment(self, values: Mapping[str, str], remove: Sequence[str] = ()) -> None:
-        for name in [*values, *remove]:
-            self._saved.setdefault(name, os.environ.get(name))
-        for name in remove:
-            os.environ.pop(name, None)
-        os.environ.update(values)
-
-    def _client(self, service: str) -> Any:
-        if service not in self._clients:
-            import boto3
-
-            session: Any = boto3.Session()
-            self._clients[service] = session.client(
-                service, region_name=self.region, endpoint_url=self.endpoint_url
-            )
-        return self._clients[service]
+    @property
+    def _source(self) -> SqsEventSource:
+        assert self._local.source is not None, "the harness is not started"
+        return self._local.source
 
     # -- the HTTP API
 
@@ -342,7 +225,7 @@ class Harness:
         )
         event = apigw.http_api_event(request, route, parameters, claims=claims)
         context = in_process_context("api", region=self.region, timeout=29)
-        answer = apigw.http_response(self._api(event, context))
+        answer = apigw.http_response(self._local.api(event, context))
         return answer.status, json.loads(answer.body) if answer.body else None
 
     def _ok(self, method: str, path: str, body: Any = None) -> Any:
@@ -382,36 +265,20 @@ class Harness:
     def kill_at(self, *points: KillPoint) -> None:
         """Kill the worker of the next run started at each of ``points``, once each. Start
         one run at a time while kill points are armed."""
-        for index in range(len(self._armed)):
-            marker(self.directory, index).unlink(missing_ok=True)
-        self._armed = list(points)
-        write_plan(self.directory, self._armed)
+        self._kill_schedule.arm(points)
 
     def _stored(self, run_id: str) -> str:
         from awaken_s3.service.scoping import scoped_id
 
         return scoped_id(CALLER, run_id)
 
-    def _handle_kills(self, run_id: str) -> None:
-        from awaken_s3.dev.resources import read_checkpoint
-
-        pending = self._pending.get(run_id, {})
+    def _kill_where_reached(self, run_id: str) -> None:
         stored = self._stored(run_id)
-        for index, point in list(pending.items()):
-            hit, state = reached(self.directory, index)
-            if not hit:
-                continue
-            found = read_checkpoint(self._client("s3"), self.stack.names.bucket, stored)
-            checkpoint = found[0] if found else None
-            if not checkpoint_ready(state, checkpoint):
-                continue
-            pids = self._source.kill_busy(
-                lambda busy: any(run_id_of(r.body) == stored for r in busy.records)
-            )
-            if pids:
-                text = checkpoint.partial_text if checkpoint is not None else ""
-                self._kills.setdefault(run_id, []).append(Kill(point, tuple(pids), text))
-                del pending[index]
+        self._kill_schedule.kill_where_reached(
+            run_id,
+            lambda: self._local.checkpoint(stored),
+            lambda: self._source.kill_busy(lambda busy: carries_run(busy.records, stored)),
+        )
 
     # -- runs
 
@@ -436,22 +303,19 @@ class Harness:
         status, answer = self.api("POST", f"/threads/{thread_id}/runs", body)
         if status != 202:
             raise AssertionError(f"the API refused the run: {status} {answer}")
-        # The armed points are this run's.
-        self._pending[run_id] = dict(enumerate(self._armed))
+        self._kill_schedule.started(run_id)
         return StartedRun(thread_id, run_id)
 
     def _busy_with(self, run_id: str) -> bool:
         stored = self._stored(run_id)
-        return any(
-            run_id_of(r.body) == stored for busy in self._source.busy() for r in busy.records
-        )
+        return any(carries_run(busy.records, stored) for busy in self._source.busy())
 
     def wait(self, started: StartedRun, *, timeout: float = HUNG) -> RunOutcome:
         """Wait until the run has ended and no worker runs it; killing its worker at each
         armed point on the way."""
         deadline = time.monotonic() + timeout
         while True:
-            self._handle_kills(started.run_id)
+            self._kill_where_reached(started.run_id)
             run = self._ok("GET", f"/runs/{started.run_id}")
             if run["status"] in ENDED and not self._busy_with(started.run_id):
                 break
@@ -461,20 +325,17 @@ class Harness:
                     f"worker logs are in {self.directory / 'logs'}"
                 )
             time.sleep(0.05)
-        unreached = self._pending.pop(started.run_id, {})
-        self.kill_at()  # disarmed: the next run passes every point
-        if unreached:
-            points = ", ".join(p.describe() for p in unreached.values())
-            raise AssertionError(f"run {started.run_id} ended before its kill point: {points}")
+        kills = self._kill_schedule.ended(started.run_id)
+        stored = self._stored(started.run_id)
         return RunOutcome(
             run_id=started.run_id,
             thread_id=started.thread_id,
             status=run["status"],
             error=run.get("error"),
             messages=self.thread(started.thread_id)["messages"],
-            plans=self._plans(started.run_id),
-            invocations=self._invocations(started.run_id),
-            kills=self._kills.pop(started.run_id, []),
+            plans=recovery_plans(self.directory / "logs", stored),
+            invocations=invocation_outcomes(self._source.results(), stored),
+            kills=kills,
         )
 
     def run(self, message: str, **kwargs: Any) -> RunOutcome:
@@ -485,62 +346,8 @@ class Harness:
 
     def tool_runs(self, tool: str | None = None) -> list[ToolRun]:
         """Every start of a tool's function (``tool``'s only, when given), in order."""
-        path = self.directory / CALLS_FILE
-        if not path.exists():
-            return []
-        starts: list[dict[str, Any]] = []
-        ends: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for line in path.read_text(encoding="utf-8").splitlines():
-            entry = json.loads(line)
-            key = (entry["run_id"], entry["tool_call_id"], entry["attempt"], entry["pid"])
-            if entry["event"] == "start":
-                starts.append(entry)
-            else:
-                ends[key] = entry
-        runs = []
-        for entry in starts:
-            end = ends.get((entry["run_id"], entry["tool_call_id"], entry["attempt"], entry["pid"]))
-            runs.append(
-                ToolRun(
-                    tool=entry["tool"],
-                    run_id=entry["run_id"],
-                    thread_id=entry["thread_id"],
-                    tool_call_id=entry["tool_call_id"],
-                    idempotency_key=entry["idempotency_key"],
-                    attempt=int(entry["attempt"]),
-                    arguments=entry.get("arguments") or {},
-                    finished=end is not None,
-                    error=end.get("error") if end is not None else None,
-                    pid=int(entry["pid"]),
-                )
-            )
+        runs = read_tool_runs(self.directory / CALLS_FILE)
         return [r for r in runs if tool is None or r.tool == tool]
-
-    def _plans(self, run_id: str) -> list[str]:
-        stored = self._stored(run_id)
-        ended = []
-        for log in (self.directory / "logs").glob("*.log"):
-            for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                if (
-                    isinstance(record, dict)
-                    and record.get("message") == "run invocation ended"
-                    and record.get("run_id") == stored
-                ):
-                    ended.append(record)
-        ended.sort(key=lambda r: str(r.get("timestamp")))
-        return [plan for record in ended for plan in record.get("plans") or ()]
-
-    def _invocations(self, run_id: str) -> list[str]:
-        stored = self._stored(run_id)
-        return [
-            result.outcome
-            for result in self._source.results()
-            if any(run_id_of(r.body) == stored for r in result.records)
-        ]
 
     def sweep(self) -> Any:
         """One run of the sweeper's handler, in this process (as its schedule would)."""
