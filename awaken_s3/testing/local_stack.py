@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from awaken_s3.errors import AwakenError
+
 if TYPE_CHECKING:
     from awaken_s3.dev.resources import Stack, StackNames
     from awaken_s3.local.event_source import EventSourceThread, SqsEventSource
