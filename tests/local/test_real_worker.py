@@ -13,8 +13,8 @@ from awaken_s3.demo.model import ANSWER
 from awaken_s3.local.containers import FunctionConfig
 from awaken_s3.local.event_source import EventSourceThread, SqsEventSource
 from handlers import api
-from tests.handlers.conftest import FakeContext, http_event
 from tests.local.conftest import Sqs, eventually_sync, provision
+from tests.service.conftest import FakeContext, http_event
 
 pytestmark = pytest.mark.slow
 

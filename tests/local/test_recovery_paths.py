@@ -30,8 +30,8 @@ from awaken_s3.service.wiring import warm_runtime
 from awaken_s3.threads import RunState
 from handlers import api
 from tests.fixtures.tcp_switch import TcpSwitch
-from tests.handlers.conftest import FakeContext, http_event, stored
 from tests.local.conftest import Sqs, eventually_sync, provision
+from tests.service.conftest import FakeContext, http_event, stored
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ from awaken_s3.service.wiring import Services
 from awaken_s3.streaming.outcome import ClassifiedError
 from awaken_s3.threads import RunStatus
 from handlers import api
-from tests.handlers.conftest import MODEL, Aws, FakeContext, http_event, stored
+from tests.service.conftest import MODEL, Aws, FakeContext, http_event, stored
 
 pytestmark = pytest.mark.slow
 

@@ -33,7 +33,7 @@ from awaken_s3.service.worker import deadline_for, is_fifo_event, worker_id
 from awaken_s3.settings import SettingsError
 from awaken_s3.threads import Lease, RunState, RunStatus
 from tests.fixtures.runs import run_state
-from tests.handlers.conftest import FakeContext, sqs_record
+from tests.service.conftest import FakeContext, sqs_record
 
 FIFO = "https://sqs.us-east-1.amazonaws.com/123456789012/awaken-runs.fifo"
 STANDARD = "https://sqs.us-east-1.amazonaws.com/123456789012/awaken-runs"

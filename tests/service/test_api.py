@@ -16,7 +16,7 @@ from awaken_s3.service.wiring import shared_session
 from awaken_s3.streaming.outcome import ClassifiedError
 from awaken_s3.threads.models import RunStatus
 from handlers import api
-from tests.handlers.conftest import MODEL, Aws, FakeContext, http_event, stored
+from tests.service.conftest import MODEL, Aws, FakeContext, http_event, stored
 
 pytestmark = pytest.mark.slow
 
@@ -416,7 +416,7 @@ def test_powertools_dev_mode_cannot_print_the_bearer_token() -> None:
     script = (
         "import json, sys\n"
         "from handlers import api\n"
-        "from tests.handlers.conftest import FakeContext\n"
+        "from tests.service.conftest import FakeContext\n"
         "event = json.loads(sys.stdin.read())\n"
         "response = api.lambda_handler(event, FakeContext().lambda_context)\n"
         "print('STATUS', response['statusCode'])\n"

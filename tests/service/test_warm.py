@@ -25,7 +25,7 @@ from awaken_s3.service.worker import make_handler
 from awaken_s3.settings import StorageSettings
 from awaken_s3.threads.errors import RunNotFound, StoreUnavailable
 from handlers import api
-from tests.handlers.conftest import Aws, FakeContext, http_event, record_from_message, sqs_event
+from tests.service.conftest import Aws, FakeContext, http_event, record_from_message, sqs_event
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,7 @@ from awaken_s3.service.connections import table_definition as connection_table
 from awaken_s3.service.socket import lambda_handler
 from awaken_s3.service.wiring import Services
 from awaken_s3.threads.models import RunSettings, RunStatus
-from tests.handlers.conftest import MODEL, SUB, Aws, FakeContext, stored
+from tests.service.conftest import MODEL, SUB, Aws, FakeContext, stored
 
 
 class Management:

@@ -33,7 +33,7 @@ from awaken_s3.threads import RunState
 from awaken_s3.threads.models import RunStatus
 from handlers import api
 from tests.fixtures.clock import FakeClock
-from tests.handlers.conftest import (
+from tests.service.conftest import (
     Aws,
     FakeContext,
     api_call,

@@ -13,8 +13,8 @@ from awaken_s3 import Agent, App, tool
 from awaken_s3.service.tool_environment import VARIABLE, parse_tool_environment
 from awaken_s3.settings import SettingsError
 from awaken_s3.streaming.scripted import ScriptedProvider, finish, text_turn, tool_call
-from tests.handlers.conftest import Aws, api_call
-from tests.handlers.test_worker import deliver
+from tests.service.conftest import Aws, api_call
+from tests.service.test_worker import deliver
 
 
 def test_the_variables_are_a_json_object_of_strings() -> None:

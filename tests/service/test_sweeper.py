@@ -23,7 +23,7 @@ from awaken_s3.threads import (
 from handlers import sweeper as sweeper_handler
 from tests.fixtures import runs as fixtures
 from tests.fixtures.runs import seed_run
-from tests.handlers.conftest import Aws, FakeContext, emf_metrics, record_from_message, sqs_event
+from tests.service.conftest import Aws, FakeContext, emf_metrics, record_from_message, sqs_event
 
 NOW = 1_000_000.0
 GRACE = 120.0
@@ -102,7 +102,7 @@ def test_a_run_whose_start_message_was_lost_is_rescued_and_completes(
     assert RunMessage.model_validate_json(message["Body"]) == RunMessage(
         run_id="r1", reason="rescue"
     )
-    from tests.handlers.test_worker import fast_model
+    from tests.service.test_worker import fast_model
 
     handler = make_handler(provider_factory=fast_model)
     response = handler(sqs_event(record_from_message(message, aws)), FakeContext().lambda_context)

@@ -25,7 +25,7 @@ from awaken_s3.streaming.outcome import ClassifiedError
 from awaken_s3.streaming.refusal import REFUSAL
 from awaken_s3.streaming.retry import budget_exhausted, classify
 from handlers.api import event_problem, subject
-from tests.handlers.conftest import http_event
+from tests.service.conftest import http_event
 
 
 def _provider_error_classes() -> list[type[provider_errors.ProviderError]]:

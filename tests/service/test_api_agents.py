@@ -11,7 +11,7 @@ import pytest
 
 from awaken_s3 import Agent, App, ToolContext, tool
 from awaken_s3.service.scoping import scoped_id
-from tests.handlers.conftest import SUB, Aws, FakeContext, http_event
+from tests.service.conftest import SUB, Aws, FakeContext, http_event
 
 pytestmark = pytest.mark.slow
 
