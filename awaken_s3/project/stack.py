@@ -165,8 +165,8 @@ def project_template(
 
     def entry_point(found: re.Match[str]) -> str:
         module = found.group(1)
-        where = PACKAGE_ENTRY_POINTS.get(module, f"{package}.handlers.{module}")
-        return f"      Handler: {where}.lambda_handler\n"
+        target = PACKAGE_ENTRY_POINTS.get(module, f"{package}.handlers.{module}")
+        return f"      Handler: {target}.lambda_handler\n"
 
     text = _replace(_HANDLER, entry_point, text, functions, "handlers")
     if text.count(_FIRST_FUNCTION) != 1:
