@@ -257,6 +257,25 @@ ROWS: dict[str, tuple[Callable[[], RunMachine], list[Step]]] = {
             Step(CheckpointSettled(False), exits(RunEnd.CANCELLED, error=None)),
         ],
     ),
+    "a turn abandoned for a cancel reads the run, which the step then finishes cancelled": (
+        machine,
+        [
+            *claimed(),
+            Step(TurnEnded(None, cancelled=True), ReadRun()),
+            Step(RunRead(run(status=RunStatus.CANCELLED), 0.0), finishes(RunStatus.CANCELLED)),
+            Step(Finished(run(status=RunStatus.CANCELLED)), SettleCheckpoint),
+            Step(CheckpointSettled(False), exits(RunEnd.CANCELLED, error=None)),
+        ],
+    ),
+    "tools abandoned for a cancel read the run too (never a fence check)": (
+        machine,
+        [
+            Step(Claimed(run(message_count=2), NOW), LoadHistory()),
+            Step(HistoryLoaded((PROMPT, ASKS_TOOL), 0.0), RunTools),
+            Step(ToolsRan(None, cancelled=True), ReadRun()),
+            Step(RunRead(run(status=RunStatus.CANCELLED), 0.0), finishes(RunStatus.CANCELLED)),
+        ],
+    ),
     "a history behind the run is read again before deciding": (
         machine,
         [
