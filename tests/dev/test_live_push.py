@@ -162,7 +162,12 @@ async def test_a_followed_run_survives_two_kills_and_a_reconnect_without_gap_or_
         assert all(committed.startswith(text) for text in follower.seen)
         assert follower.view.plans == ["R1", "R1"]
         kinds = [f["type"] for f in follower.frames]
-        assert kinds.count("turn_committed") == 1 and kinds[-1] == "run_ended"
+        assert kinds[-1] == "run_ended"
+        # One turn committed, as one: a worker killed between its push and the record of how
+        # far it pushed has its successor send the end of the turn again (the protocol lets a
+        # frame repeat what the follower holds; the assembly above ignored the repeat).
+        committed_frames = [f for f in follower.frames if f["type"] == "turn_committed"]
+        assert {(f["turn"], f["text_length"]) for f in committed_frames} == {(0, len(committed))}
         # Text was pushed as it became durable: many frames, none carrying the whole turn.
         texts = [f for f in follower.frames if f["type"] == "text"]
         assert len(texts) > 20 and max(len(f["text"]) for f in texts) < len(committed) / 3

@@ -16,7 +16,7 @@ from awaken_s3.local.sqs_events import (
 )
 
 ARN = "arn:aws:sqs:eu-west-1:123456789012:runs.fifo"
-SAM_EVENT = Path(__file__).parents[1] / "handlers" / "events" / "sqs_receive_message.json"
+SAM_EVENT = Path(__file__).parents[1] / "service" / "events" / "sqs_receive_message.json"
 
 
 def message(**overrides: Any) -> dict[str, Any]:
