@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from awaken_s3.messages import Message
+from awaken_s3.models import StreamCheckpoint
 from awaken_s3.runtime.loop import RunEnd, RunResult
+from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.threads import RunStatus
 from awaken_s3.threads.base import ThreadStore
 from awaken_s3.threads.models import RunState
@@ -47,22 +49,40 @@ class GatedRenewals:
         return getattr(self.inner, name)
 
 
+class WatchedCheckpoints:
+    """The checkpoint store, telling the test when a put with text has landed."""
+
+    def __init__(self, inner: StreamCheckpointStore) -> None:
+        self.inner = inner
+        self.landed = asyncio.Event()
+
+    async def put(self, checkpoint: StreamCheckpoint, **kw: Any) -> str:
+        version = await self.inner.put(checkpoint, **kw)
+        if checkpoint.partial_text:
+            self.landed.set()
+        return version
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 def start_run(
     backend: Backend, pause: Any, clock: Any
-) -> tuple[GatedRenewals, asyncio.Task[RunResult]]:
+) -> tuple[GatedRenewals, WatchedCheckpoints, asyncio.Task[RunResult]]:
     """The seeded run driven by a worker whose renewals the test lets through one by one
     (every 1 ms once let through: only the gate paces them)."""
     store = GatedRenewals(backend.threads)
+    checkpoints = WatchedCheckpoints(backend.checkpoints)
     loop = build_loop(
         store,
-        backend.checkpoints,
+        checkpoints,
         TurnAwareProvider([TurnSpec(TEXT)], pause=pause),
         adding_registry(Effects()),
         worker="w1",
         clock=clock,
         renew_every=0.001,
     )
-    return store, asyncio.create_task(loop.run("r1"))
+    return store, checkpoints, asyncio.create_task(loop.run("r1"))
 
 
 async def test_a_cancel_stops_a_streaming_worker_at_its_next_renewal(
@@ -79,7 +99,7 @@ async def test_a_cancel_stops_a_streaming_worker_at_its_next_renewal(
             finally:
                 closed.set()
 
-    store, task = start_run(backend, pause, clock)
+    store, checkpoints, task = start_run(backend, pause, clock)
     async with asyncio.timeout(30):  # a bound only a hung test reaches
         await asyncio.wait(
             {task, asyncio.ensure_future(streaming.wait())}, return_when="FIRST_COMPLETED"
@@ -88,6 +108,9 @@ async def test_a_cancel_stops_a_streaming_worker_at_its_next_renewal(
         store.gate.put_nowait(None)  # a renewal before the cancel: the turn streams on
         await store.renewals(1)
         assert not task.done() and store.renewed[0].status == RunStatus.RUNNING
+        # The turn's partial lands in the background (the coalescing writer's put): wait for
+        # it, so the cancel below has a partial to delete.
+        await checkpoints.landed.wait()
         stored = await backend.checkpoints.get("r1")
         assert stored is not None and stored.checkpoint.partial_text
 
@@ -115,7 +138,7 @@ async def test_without_a_cancel_renewals_never_stop_the_turn(backend: Backend, c
         if index == 6:
             await release.wait()
 
-    store, task = start_run(backend, pause, clock)
+    store, _, task = start_run(backend, pause, clock)
     async with asyncio.timeout(30):
         for _ in range(3):
             store.gate.put_nowait(None)
