@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from awaken_s3.local.moto import MotoServer
 from tests.fixtures.aws import threaded_moto
@@ -24,6 +25,11 @@ os.environ["AWS_ACCESS_KEY_ID"] = "testing"
 os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
 os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
 os.environ.pop("AWS_ENDPOINT_URL", None)
+
+# No time limit on a property's example: Hypothesis's default (200 ms) fails an example that a
+# loaded machine slowed down, which would make the suite's verdict depend on the machine.
+settings.register_profile("awaken", deadline=None)
+settings.load_profile("awaken")
 
 
 @pytest.fixture(scope="session")
