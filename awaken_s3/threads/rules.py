@@ -42,15 +42,10 @@ def active_run_blocks(active: RunState | None, run_id: str) -> bool:
 
 
 def holds_lease(run: RunState, worker: str, epoch: int) -> bool:
-    """A run as read is held by ``worker`` at ``epoch``: the store's own condition
-    (:func:`awaken_s3.threads.conditions.lease_held`) judged on the record, so a worker's
-    reading of a fence and the store's agree by construction."""
-    # Imported here: the codec and the conditions import this module.
-    from awaken_s3.threads.codec import run_item
-    from awaken_s3.threads.conditions import lease_held
-    from awaken_s3.threads.evaluate import holds
-
-    return holds(lease_held(worker, epoch), run_item(run))
+    """A run as read is held by ``worker`` at ``epoch``: the read-side twin of the store's
+    :func:`awaken_s3.threads.conditions.lease_held` (tests/threads/test_evaluate.py holds the
+    two together), judged on the model without turning the run into an item."""
+    return run.lease.owner == worker and run.lease.epoch == epoch
 
 
 def expired_lease(run: RunState, epoch: int) -> str:

@@ -12,6 +12,9 @@ from boto3.dynamodb.conditions import Attr, ConditionBase
 from awaken_s3.threads import RunStatus, codec, writes
 from awaken_s3.threads import conditions as cond
 from awaken_s3.threads.evaluate import holds, updated
+from awaken_s3.threads.models import Lease
+from awaken_s3.threads.rules import holds_lease
+from tests.fixtures.runs import run_state
 
 RUN: dict[str, Any] = {
     "pk": "RUN#r1",
@@ -83,3 +86,12 @@ def test_an_update_reads_the_item_as_it_was() -> None:
         RUN,
     )
     assert "lease_owner" not in released and released["status"] == "suspended"
+
+
+@pytest.mark.parametrize("owner", ["w1", "w2", None])
+@pytest.mark.parametrize("epoch", [6, 7])
+def test_a_worker_reads_the_lease_as_the_store_judges_it(owner: str | None, epoch: int) -> None:
+    # The runtime judges a fence on the run as read (rules.holds_lease); the store on its
+    # item (conditions.lease_held): the two must never disagree.
+    run = run_state(lease=Lease(owner=owner, epoch=7, lease_until=100.0))
+    assert holds_lease(run, "w1", epoch) == holds(cond.lease_held("w1", epoch), codec.run_item(run))
