@@ -235,11 +235,12 @@ class DevStack:
             log_dir=self.log_dir,
             timelines=self.timelines,
         )
+        sockets = SocketGateway(
+            self.functions, principal=self.options.sub, token=self.options.token
+        )
         parts = DevParts(
             functions=self.functions,
-            sockets=SocketGateway(
-                self.functions, principal=self.options.sub, token=self.options.token
-            ),
+            sockets=sockets,
             workers=self.workers,
             timelines=self.timelines,
             sub=self.options.sub,
@@ -251,11 +252,13 @@ class DevStack:
             sock = listen(self.options.port)
         except OSError as exc:
             raise DevError(f"cannot listen on 127.0.0.1:{self.options.port}: {exc}") from exc
+        port: int = sock.getsockname()[1]
         # The management API the worker and the socket handler post frames to is this
-        # server's: botocore's own endpoint setting for the service, as on AWS.
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        # server's: botocore's own endpoint setting for the service, as on AWS, whose
+        # endpoint ends in the stage; here in the path that lets them in.
+        url = f"http://127.0.0.1:{port}{sockets.management_path}"
         os.environ["AWS_ENDPOINT_URL_APIGATEWAYMANAGEMENTAPI"] = url
-        self._server = WebServer(application(parts), sock)
+        self._server = WebServer(application(parts, port), sock)
 
     def _start_workers(self) -> None:
         assert self.workers is not None

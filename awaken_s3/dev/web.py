@@ -9,6 +9,9 @@
   a run's internals, killing the worker that drives a run, a sweep now);
 * ``/``: the web console (static files, no build step).
 
+Every request passes :func:`guard` first: it must be addressed to this server and not come
+from a web page of another origin (:mod:`awaken_s3.dev.guard` says why).
+
 :class:`WebServer` runs it on an event loop of its own thread, with the project's stores
 open on that loop for the ``/dev`` reads and the background tasks the stack gives it.
 """
@@ -19,6 +22,7 @@ import asyncio
 import contextlib
 import hmac
 import importlib.resources
+import logging
 import socket
 import threading
 import time
@@ -27,10 +31,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 from awaken_s3.dev import apigw, tables
 from awaken_s3.dev.functions import LocalFunctions
-from awaken_s3.dev.sockets import SocketGateway
+from awaken_s3.dev.guard import host_refusal, origin_refusal
+from awaken_s3.dev.sockets import MANAGEMENT_PREFIX, SocketGateway
 from awaken_s3.dev.timeline import Timelines
 from awaken_s3.dev.workers import Workers
 from awaken_s3.ids import InvalidIdError
@@ -50,6 +56,11 @@ _STATIC: Final = {
 #: a task run beside the server with the server loop's stores, cancelled when it stops
 Background = Callable[[Services], Coroutine[Any, Any, None]]
 _SERVICES: Final = web.AppKey("services", Services)
+#: the requests a page elsewhere may make: the console's files (a link from another site to
+#: the console is a cross-site navigation)
+_PUBLIC_METHODS: Final = frozenset({"GET", "HEAD"})
+
+log = logging.getLogger("awaken_s3.dev")
 
 
 @dataclass
@@ -73,6 +84,30 @@ def _gateway(answer: apigw.HttpResponse) -> web.Response:
 
 def _error(status: int, code: str, message: str) -> web.Response:
     return web.json_response({"error": code, "message": message}, status=status)
+
+
+def guard(port: int) -> Middleware:
+    """The middleware that refuses (403, a fixed sentence) a request not addressed to this
+    server (``port`` on 127.0.0.1) or made by a web page of another origin."""
+
+    @web.middleware
+    async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
+        headers = request.headers
+        refusal = host_refusal(headers.getall("Host", []), port)
+        public = request.method in _PUBLIC_METHODS and request.path in _STATIC
+        if refusal is None and not public:
+            refusal = origin_refusal(
+                headers.getall("Origin", []), headers.getall("Sec-Fetch-Site", []), port
+            )
+        if refusal is None:
+            return await handler(request)
+        # The header's value is the page's to choose: neither logged nor answered back.
+        log.warning(
+            "awaken-s3 dev: refused %s %r: %s", request.method, request.path[:120], refusal.code
+        )
+        return _error(403, refusal.code, refusal.value)
+
+    return guarded
 
 
 class _Routes:
@@ -161,9 +196,10 @@ class _Routes:
         return web.json_response(internals)
 
 
-def application(parts: DevParts) -> web.Application:
+def application(parts: DevParts, port: int) -> web.Application:
+    """The dev server's routes, for a server listening on 127.0.0.1:``port``."""
     routes = _Routes(parts)
-    app = web.Application(client_max_size=MAX_BODY)
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[guard(port)])
 
     async def with_services(app: web.Application) -> AsyncIterator[None]:
         async with open_services(StorageSettings.from_env(need_queue=True)) as services:
@@ -179,9 +215,14 @@ def application(parts: DevParts) -> web.Application:
     for path in _STATIC:
         app.router.add_get(path, routes.static)
     app.router.add_get("/ws", parts.sockets.serve)
-    app.router.add_post("/@connections/{connection_id}", parts.sockets.post)
-    app.router.add_delete("/@connections/{connection_id}", parts.sockets.delete)
-    app.router.add_get("/@connections/{connection_id}", parts.sockets.get)
+    # The management API, as anyone with the token calls it, and under the path only the
+    # processes this stack starts are given (botocore signs its requests; it cannot send
+    # the token).
+    for prefix in ("", MANAGEMENT_PREFIX):
+        path = prefix + "/@connections/{connection_id}"
+        app.router.add_post(path, parts.sockets.post)
+        app.router.add_delete(path, parts.sockets.delete)
+        app.router.add_get(path, parts.sockets.get)
     app.router.add_route("*", "/dev/runs/{run_id}", routes.dev_run)
     app.router.add_route("*", "/dev/runs/{run_id}/{action}", routes.dev_run)
     app.router.add_route("*", "/dev/{what}", routes.dev)
