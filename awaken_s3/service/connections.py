@@ -5,7 +5,7 @@ a connection after two hours at most, and DynamoDB's TTL deletes lazily, so read
 expired item themselves):
 
 * a connection: ``pk = CONN#<connection id>``, ``sk = CONN``: its owner (the authorizer's
-  ``sub``) and the runs it follows;
+  ``sub``) and the runs it follows (at most :data:`MAX_FOLLOWS`);
 * a follower: ``pk = FOLLOW#<run id>``, ``sk = CONN#<connection id>``: where the follower
   stood when it was last recorded (turn, offset, tool calls), which a worker that has not
   served it yet sends from.

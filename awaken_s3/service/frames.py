@@ -10,8 +10,11 @@ so the two can neither disagree nor leave a gap between them.
 
 Only durable text is ever in a picture (checkpointed or committed, never whitespace alone:
 a resume may still replace that), so what a follower was sent is never taken back: the
-committed turn extends it. :class:`FollowedText` is the client's side: it assembles frames by
-offset, keeps only characters it does not have, and records a gap should one ever come.
+committed turn extends it. Every frame fits one API Gateway WebSocket frame, measured in
+encoded bytes (:data:`MAX_FRAME_BYTES`): text, and a tool call's input as JSON text, go in as
+many pieces as that takes, each with its offset. :class:`FollowedText` is the client's side:
+it assembles frames by offset (tool calls by turn and index), keeps only characters it does
+not have, and records a gap should one ever come.
 """
 
 from __future__ import annotations

@@ -17,7 +17,11 @@ sends each what it is owed (:func:`awaken_s3.service.frames.frames_from`): at mo
 flight, batches at least ``gap`` apart. A follower it has not served yet (a new follow,
 or every follower after a crash) is sent from where its record says it stood, so a crash
 leaves no gap: at worst a resumed worker repeats characters a client has, which it skips by
-offset. A connection that is gone is forgotten.
+offset. A connection that is gone is forgotten (it leaves no record); a follower told the
+run ended stops following it. Every frame fits one WebSocket frame
+(:data:`awaken_s3.service.frames.MAX_FRAME_BYTES`); one API Gateway still refuses as too
+large (413) is never posted again: a ``skipped`` frame takes its place, and the frames after
+it (the turn's commit, the run's end) still go.
 """
 
 from __future__ import annotations
@@ -103,12 +107,15 @@ class FrameSender:
         self.frames = 0
         self.bytes = 0
         self.refused = 0
+        #: frames API Gateway refused as too large (connection, encoded frame): never posted
+        #: again, even when what replaces them could not be sent and the batch is retried
+        self._too_large: set[tuple[str, bytes]] = set()
 
     async def send(self, connection_id: str, frame: Frame) -> Delivery:
         """Post one frame. Raises (botocore's errors) only on what may pass: throttling, a
         server error, the network."""
         data = encode_frame(frame)
-        if len(data) > MAX_FRAME_BYTES:
+        if len(data) > MAX_FRAME_BYTES or (connection_id, data) in self._too_large:
             self.refused += 1
             return Delivery.TOO_LARGE
         try:
@@ -119,6 +126,7 @@ class FrameSender:
                 return Delivery.GONE
             if code == "PayloadTooLargeException":
                 self.refused += 1
+                self._too_large.add((connection_id, data))
                 return Delivery.TOO_LARGE
             raise
         self.frames += 1

@@ -10,8 +10,12 @@
 * ``cancel`` ``{"action": "cancel", "run_id"}``: the run is cancelled (a streaming worker
   stops within one lease renewal); its followers are told it ended.
 * ``$disconnect``: the connection and its follows are forgotten; nothing else (a dropped
-  connection never cancels a run).
+  connection never cancels a run). A connection found gone (410) is forgotten the same way.
 * ``$default``: anything else is answered with an ``error`` frame.
+
+A message that cannot be parsed or served gets one ``error`` frame of a fixed code and
+sentence (never text from the message); the handler never raises on what a caller sends.
+A connection follows at most :data:`~awaken_s3.service.connections.MAX_FOLLOWS` runs.
 
 Frames go back through the management API (``PostToConnection``). A follow recorded while
 the run ended could be missed by the worker's last look, so the handler looks at the run
@@ -50,6 +54,7 @@ from awaken_s3.service.runs import ApiError
 from awaken_s3.service.scoping import validate_public_run_id
 from awaken_s3.service.wiring import Services, warm_runtime
 from awaken_s3.settings import StorageSettings
+from awaken_s3.threads.errors import RunNotFound
 from awaken_s3.threads.models import RunState
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "awaken-s3")
@@ -198,6 +203,17 @@ class SocketRoutes:
         """The connection went away: it leaves no record (its follows go with it)."""
         await self.connections.forget(self.connection_id)
 
+    async def drop_ended(self, connection: Connection) -> None:
+        """At the bound: end the connection's follows of runs that ended since (one told
+        nobody, such as a run the sweeper failed, would hold its place until a disconnect)."""
+        for run_id in sorted(connection.follows):
+            try:
+                ended = (await self.services.threads.get_run(run_id)).status.terminal
+            except RunNotFound:
+                ended = True
+            if ended:
+                await self.connections.unfollow(run_id, self.connection_id)
+
     async def follow(self, body: Any) -> None:
         public, message = parse_message(body)
         after, turn = _offset(message, "after"), _offset(message, "turn")
@@ -205,7 +221,11 @@ class SocketRoutes:
         run = await self.owned_run(connection.owner, public)
         at = start_position(run, after=after, turn=turn)
         if not run.status.terminal and len(connection.follows - {run.run_id}) >= MAX_FOLLOWS:
-            raise Refused("too_many_follows", "the connection's follows are at the bound", public)
+            await self.drop_ended(connection)
+            if len((await self.connection()).follows - {run.run_id}) >= MAX_FOLLOWS:
+                raise Refused(
+                    "too_many_follows", "the connection's follows are at the bound", public
+                )
         owed = frames_from(at, await picture_of(self.services, run, public, at.turn))
         following = {"type": "following", "run_id": public, "turn": at.turn, "offset": at.offset}
         if not await _send(self.sender, self.connection_id, [following] + [f for f, _ in owed]):

@@ -349,6 +349,17 @@ def test_a_connection_follows_at_most_max_follows_runs(aws: Aws, sockets: Manage
     assert followers(aws, f"r{MAX_FOLLOWS}") == []
     assert len(connection_items("c1=")) == 1 + MAX_FOLLOWS
 
+    # A followed run that ended, though nobody told this follower, frees its place.
+    async def end(services: Services) -> None:
+        await services.threads.cancel_run(stored("r3"))
+
+    aws.run(end)
+    invoke("follow", "c1=", run_id=f"r{MAX_FOLLOWS}")
+    assert sockets.frames["c1="][-1]["type"] == "following"
+    assert [f.connection_id for f in followers(aws, f"r{MAX_FOLLOWS}")] == ["c1="]
+    assert followers(aws, "r3") == []
+    assert len(connection_items("c1=")) == 1 + MAX_FOLLOWS
+
 
 def test_a_gone_connection_leaves_no_record(aws: Aws, sockets: Management) -> None:
     seed_run(aws, "r1", "r2", "r3")
