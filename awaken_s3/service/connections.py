@@ -263,10 +263,15 @@ class ConnectionStore:
                 return found
 
     async def unfollow(self, run_id: str, connection_id: str) -> None:
-        """End one follow: the follower's item, and the run on its connection's list."""
+        """Forget one follower's item (a gone connection's, before :meth:`forget`)."""
         await self._call(
             "forget follower", self._db.delete_item, Key=_follower_key(run_id, connection_id)
         )
+
+    async def end_follow(self, run_id: str, connection_id: str) -> None:
+        """End one follow of a live connection (the run ended): the follower's item, and the
+        run on its connection's list, where it counts towards :data:`MAX_FOLLOWS`."""
+        await self.unfollow(run_id, connection_id)
         exists = _expression(Attr("pk").exists())
         try:
             await self._db.update_item(
@@ -280,9 +285,9 @@ class ConnectionStore:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 return  # the connection is gone: nothing lists the follow
-            raise ConnectionStoreError(f"unfollow on table {self.table} failed: {exc}") from exc
+            raise ConnectionStoreError(f"end follow on table {self.table} failed: {exc}") from exc
         except BotoCoreError as exc:
-            raise ConnectionStoreError(f"unfollow on table {self.table} failed: {exc}") from exc
+            raise ConnectionStoreError(f"end follow on table {self.table} failed: {exc}") from exc
 
     async def forget(self, connection_id: str) -> None:
         """Forget a connection and everything it followed (``$disconnect``, or gone). The

@@ -383,7 +383,7 @@ class RunPusher:
         """The follower was told the run ended: its follow ends (it no longer counts
         towards its connection's bound)."""
         self._followers.pop(follower.connection_id, None)
-        await self.connections.unfollow(self.run_id, follower.connection_id)
+        await self.connections.end_follow(self.run_id, follower.connection_id)
 
     async def _forget(self, follower: _Follower) -> None:
         self._followers.pop(follower.connection_id, None)

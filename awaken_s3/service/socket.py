@@ -212,7 +212,7 @@ class SocketRoutes:
             except RunNotFound:
                 ended = True
             if ended:
-                await self.connections.unfollow(run_id, self.connection_id)
+                await self.connections.end_follow(run_id, self.connection_id)
 
     async def follow(self, body: Any) -> None:
         public, message = parse_message(body)
@@ -247,7 +247,7 @@ class SocketRoutes:
         if again.status.terminal:
             rest = frames_from(at, await picture_of(self.services, again, public, at.turn))
             if await _send(self.sender, self.connection_id, [f for f, _ in rest]):
-                await self.connections.unfollow(run.run_id, self.connection_id)
+                await self.connections.end_follow(run.run_id, self.connection_id)
             else:
                 await self.gone()
 
