@@ -23,7 +23,8 @@ from awaken_s3.dev.apigw import socket_event
 from awaken_s3.messages import Message
 from awaken_s3.service.connections import MAX_FOLLOWS, ConnectionStore
 from awaken_s3.service.connections import table_definition as connection_table
-from awaken_s3.service.frames import ERROR_MESSAGES, FollowedText
+from awaken_s3.service.frames import ERROR_MESSAGES, FollowedText, text_frame
+from awaken_s3.service.push import Delivery, FrameSender
 from awaken_s3.service.socket import lambda_handler
 from awaken_s3.service.wiring import Services
 from awaken_s3.streaming.scripted import ScriptedProvider, finish, text_turn, tool_call
@@ -442,3 +443,24 @@ def test_a_message_the_handler_cannot_parse_gets_a_fixed_error_frame(
     assert (frame["type"], frame["code"]) == ("error", code)
     assert frame["message"] == ERROR_MESSAGES[code]
     assert "EVIL" not in json.dumps(frame)
+
+
+def test_the_sender_never_posts_a_refused_frame_again(aws: Aws, sockets: Management) -> None:
+    """A batch retried (the skipped frame that replaced it failed to go, say) does not post
+    the refused frame a second time; a frame over the bound is never posted at all."""
+    sockets.refuse = lambda frame: frame.get("text") == "refused"
+    refused = text_frame("r1", 0, 0, "refused")
+    oversized = text_frame("r1", 0, 0, "x" * FRAME_QUOTA)
+
+    async def go(services: Services) -> list[Delivery]:
+        sender = FrameSender(services.management)
+        delivered = [await sender.send("c1=", refused), await sender.send("c1=", refused)]
+        delivered.append(await sender.send("c1=", oversized))
+        assert await sender.deliver("c1=", refused)  # its skipped frame goes in its place
+        return delivered
+
+    assert aws.run(go) == [Delivery.TOO_LARGE] * 3
+    assert [frame["text"] for frame in sockets.refused] == ["refused"]
+    assert sockets.frames["c1="] == [
+        {"type": "skipped", "run_id": "r1", "turn": 0, "of": "text", "offset": 0}
+    ]
