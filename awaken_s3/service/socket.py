@@ -66,6 +66,10 @@ _OK = {"statusCode": 200}
 #: bytes of a client message at most (a follow or a cancel is under 300): what is larger is
 #: refused before it is parsed
 MAX_MESSAGE_BYTES: Final = 4096
+#: arrays and objects nested in a message at most (a follow is one flat object): deeper is
+#: refused before it is parsed, the same on every Python (3.11's parser raises
+#: RecursionError on what 3.13's parses)
+MAX_NESTING: Final = 8
 
 
 class Refused(AwakenError):
@@ -100,6 +104,28 @@ def _offset(message: Mapping[str, Any], name: str) -> int | None:
     return value
 
 
+def _nesting(text: str) -> int:
+    """How deep arrays and objects nest in ``text`` (JSON or not), strings skipped."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
 def _json_object(body: Any) -> dict[str, Any]:
     """The message as a JSON object, refused (never raised past) whatever it is: not text,
     not UTF-8, too large, not JSON, nested past the parser's depth, not an object."""
@@ -111,6 +137,8 @@ def _json_object(body: Any) -> dict[str, Any]:
         raise Refused("invalid_message", "the message is not UTF-8") from None
     if size > MAX_MESSAGE_BYTES:
         raise Refused("invalid_message", f"the message is {size} bytes")
+    if _nesting(body) > MAX_NESTING:
+        raise Refused("invalid_message", "the message nests too deep")
     try:
         message = json.loads(body)
     except (ValueError, RecursionError):
