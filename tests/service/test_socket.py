@@ -275,8 +275,10 @@ def test_a_200_kb_tool_input_reaches_a_follower_in_frames_within_the_limit(
         ]
     )
     start_app_run(app, "r1")
-    invoke("$connect", "c1=")
-    invoke("follow", "c1=", run_id="r1")
+    for connection in ("c1=", "gone="):
+        invoke("$connect", connection)
+        invoke("follow", connection, run_id="r1")
+    sockets.gone.add("gone=")
     run_worker(aws, app, model)
     assert stored_blobs == [BIG]
     assert sockets.refused == [] and max(sockets.sizes) <= FRAME_QUOTA
@@ -289,6 +291,8 @@ def test_a_200_kb_tool_input_reaches_a_follower_in_frames_within_the_limit(
     assert (view.status, view.gaps, view.skipped) == ("completed", [], [])
     assert len(json.dumps({"blob": BIG}, ensure_ascii=False).encode()) > 4 * FRAME_QUOTA
     assert followers(aws) == []  # told the end: the follow is over
+    assert [item["sk"]["S"] for item in connection_items("c1=")] == ["CONN"]
+    assert connection_items("gone=") == []  # the worker found it gone: no record left
 
     # A late follow is caught up from the thread: the same input, then the end.
     invoke("$connect", "late=")
