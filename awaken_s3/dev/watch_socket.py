@@ -35,15 +35,21 @@ def frame_lines(view: FollowedText, frame: dict[str, Any]) -> list[str]:
     kind = frame.get("type")
     if kind == "error":
         raise WatchError(f"run {frame.get('run_id')}: {frame.get('code')}: {frame.get('message')}")
-    known_calls = set(view.tool_calls)
+    done = {key for key, call in view.tool_calls.items() if call.complete}
     new = view.apply(frame)
     if kind == "text":
         return [f"text: {_quoted(new)}"] if new else []
     if kind == "resumed":
         return [f"resumed with {frame['plan']} (turn {frame['turn']})"]
-    if kind == "tool_call" and frame["id"] not in known_calls:
-        arguments = json.dumps(frame.get("input"), ensure_ascii=False)
-        return [f"tool call {frame['id']} {frame['name']}: complete {arguments}"]
+    if kind == "tool_call":
+        # A call is shown once, when its last piece came (a large input takes several).
+        call = view.tool_calls.get((int(frame["turn"]), int(frame["index"])))
+        if call is None or not call.complete or (call.turn, call.index) in done:
+            return []
+        arguments = json.dumps(call.input, ensure_ascii=False)
+        return [f"tool call {call.id} {call.name}: complete {arguments}"]
+    if kind == "skipped":
+        return [f"part of turn {frame['turn']} was too large to send: read it once committed"]
     if kind == "turn_committed":
         return [f"turn {frame['turn']} committed ({frame['text_length']} characters)"]
     if kind == "run_ended":

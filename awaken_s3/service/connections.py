@@ -5,7 +5,7 @@ a connection after two hours at most, and DynamoDB's TTL deletes lazily, so read
 expired item themselves):
 
 * a connection: ``pk = CONN#<connection id>``, ``sk = CONN``: its owner (the authorizer's
-  ``sub``) and the runs it follows;
+  ``sub``) and the runs it follows (at most :data:`MAX_FOLLOWS`);
 * a follower: ``pk = FOLLOW#<run id>``, ``sk = CONN#<connection id>``: where the follower
   stood when it was last recorded (turn, offset, tool calls), which a worker that has not
   served it yet sends from.
@@ -18,6 +18,7 @@ and values by its serializer. Every failure is a :class:`ConnectionStoreError`.
 
 from __future__ import annotations
 
+import enum
 import os
 import time
 from collections.abc import Callable
@@ -33,6 +34,10 @@ from awaken_s3.service.frames import Position
 
 #: API Gateway's longest connection (2 hours), and a margin for clocks
 CONNECTION_TTL: Final = 2 * 3600 + 300
+#: runs one connection may follow at once (a follow ends with the run's end, or a disconnect):
+#: a bound on its item, on its ``$disconnect``'s work, and on what one caller makes a worker
+#: send
+MAX_FOLLOWS: Final = 16
 _serialize = TypeSerializer().serialize
 _deserialize = TypeDeserializer().deserialize
 
@@ -81,6 +86,16 @@ def _expression(condition: ConditionBase, *, key: bool = False) -> dict[str, Any
         "values": {k: _serialize(v) for k, v in built.attribute_value_placeholders.items()},
         "expression": built.condition_expression,
     }
+
+
+class Followed(enum.Enum):
+    """What became of a follow."""
+
+    RECORDED = "recorded"
+    #: the connection is not recorded (it went away): nothing was written
+    GONE = "gone"
+    #: the connection already follows :data:`MAX_FOLLOWS` other runs: nothing was written
+    FULL = "full"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,27 +154,47 @@ class ConnectionStore:
 
     async def follow(
         self, connection_id: str, run_id: str, position: Position, *, public_run_id: str
-    ) -> None:
+    ) -> Followed:
         """Record the follower at ``position`` (what it was sent), and the run on its
-        connection (so ``$disconnect`` finds it). Only while the connection is recorded:
-        a connection that went away meanwhile is not brought back."""
-        exists = _expression(Attr("pk").exists())
-        await self._call(
-            "follow",
-            self._db.update_item,
-            Key=_connection_key(connection_id),
-            UpdateExpression="ADD follows :run",
-            ConditionExpression=exists["expression"],
-            ExpressionAttributeNames=exists["names"],
-            ExpressionAttributeValues={":run": {"SS": [run_id]}},
+        connection (so ``$disconnect`` finds it), in one transaction: only while the
+        connection is recorded (a connection that went away meanwhile is not brought back, and
+        leaves no follower behind) and follows fewer than :data:`MAX_FOLLOWS` other runs."""
+        room = Attr("pk").exists() & (
+            Attr("follows").not_exists()
+            | Attr("follows").size().lt(MAX_FOLLOWS)
+            | Attr("follows").contains(run_id)
         )
-        item = {
+        condition = _expression(room)
+        follower = {
             **_follower_key(run_id, connection_id),
             "connection_id": _serialize(connection_id),
             "run_id": _serialize(public_run_id),
             **self._position_item(position),
         }
-        await self._call("record follower", self._db.put_item, Item=item)
+        update = {
+            "TableName": self.table,
+            "Key": _connection_key(connection_id),
+            "UpdateExpression": "ADD follows :run",
+            "ConditionExpression": condition["expression"],
+            "ExpressionAttributeNames": condition["names"],
+            "ExpressionAttributeValues": {**condition["values"], ":run": {"SS": [run_id]}},
+        }
+        try:
+            await self._db.transact_write_items(
+                TransactItems=[
+                    {"Update": update},
+                    {"Put": {"TableName": self.table, "Item": follower}},
+                ]
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise ConnectionStoreError(f"follow on table {self.table} failed: {exc}") from exc
+            # The connection's condition failed (the put has none): gone, or full.
+            gone = await self.connection(connection_id) is None
+            return Followed.GONE if gone else Followed.FULL
+        except BotoCoreError as exc:
+            raise ConnectionStoreError(f"follow on table {self.table} failed: {exc}") from exc
+        return Followed.RECORDED
 
     def _position_item(self, position: Position) -> dict[str, Any]:
         return {
@@ -228,15 +263,45 @@ class ConnectionStore:
                 return found
 
     async def unfollow(self, run_id: str, connection_id: str) -> None:
+        """Forget one follower's item (a gone connection's, before :meth:`forget`)."""
         await self._call(
             "forget follower", self._db.delete_item, Key=_follower_key(run_id, connection_id)
         )
 
+    async def end_follow(self, run_id: str, connection_id: str) -> None:
+        """End one follow of a live connection (the run ended): the follower's item, and the
+        run on its connection's list, where it counts towards :data:`MAX_FOLLOWS`."""
+        await self.unfollow(run_id, connection_id)
+        exists = _expression(Attr("pk").exists())
+        try:
+            await self._db.update_item(
+                TableName=self.table,
+                Key=_connection_key(connection_id),
+                UpdateExpression="DELETE follows :run",
+                ConditionExpression=exists["expression"],
+                ExpressionAttributeNames=exists["names"],
+                ExpressionAttributeValues={":run": {"SS": [run_id]}},
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return  # the connection is gone: nothing lists the follow
+            raise ConnectionStoreError(f"end follow on table {self.table} failed: {exc}") from exc
+        except BotoCoreError as exc:
+            raise ConnectionStoreError(f"end follow on table {self.table} failed: {exc}") from exc
+
     async def forget(self, connection_id: str) -> None:
-        """Forget a connection and everything it followed (``$disconnect``, or gone)."""
-        connection = await self.connection(connection_id)
-        for run_id in connection.follows if connection is not None else ():
-            await self.unfollow(run_id, connection_id)
-        await self._call(
-            "forget connection", self._db.delete_item, Key=_connection_key(connection_id)
+        """Forget a connection and everything it followed (``$disconnect``, or gone). The
+        connection's item goes first, and its follows are read from what was deleted: a
+        follow recorded meanwhile either made it into that item (and is deleted here) or
+        found no connection (and recorded nothing)."""
+        answer = await self._call(
+            "forget connection",
+            self._db.delete_item,
+            Key=_connection_key(connection_id),
+            ReturnValues="ALL_OLD",
         )
+        old = answer.get("Attributes") or {}
+        for run_id in sorted(_deserialize(old["follows"])) if "follows" in old else ():
+            await self._call(
+                "forget follower", self._db.delete_item, Key=_follower_key(run_id, connection_id)
+            )

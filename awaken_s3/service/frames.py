@@ -10,13 +10,17 @@ so the two can neither disagree nor leave a gap between them.
 
 Only durable text is ever in a picture (checkpointed or committed, never whitespace alone:
 a resume may still replace that), so what a follower was sent is never taken back: the
-committed turn extends it. :class:`FollowedText` is the client's side: it assembles frames by
-offset, keeps only characters it does not have, and records a gap should one ever come.
+committed turn extends it. Every frame fits one API Gateway WebSocket frame, measured in
+encoded bytes (:data:`MAX_FRAME_BYTES`): text, and a tool call's input as JSON text, go in as
+many pieces as that takes, each with its offset. :class:`FollowedText` is the client's side:
+it assembles frames by offset (tool calls by turn and index), keeps only characters it does
+not have, and records a gap should one ever come.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -24,22 +28,62 @@ from awaken_s3.messages import Message, ToolUseBlock
 from awaken_s3.streaming.recovery import has_reusable_text
 from awaken_s3.threads.models import RunState
 
-#: characters of text per frame at most: 4 UTF-8 bytes each stays under API Gateway's 32 KB
-#: WebSocket frame (a message may span frames up to 128 KB; one frame is cheaper)
-MAX_FRAME_TEXT: Final = 7000
+#: API Gateway's WebSocket frame size quota (32 KB, not raisable). A message posted through the
+#: management API may be up to 128 KB, but API Gateway then splits it into frames of 32 KB, and
+#: a client or proxy with a 32 KB frame limit closes the connection (1009); one message in one
+#: frame is the limit kept here.
+WEBSOCKET_FRAME_BYTES: Final = 32 * 1024
+#: bytes of one encoded frame at most: one WebSocket frame, with room for its own header
+MAX_FRAME_BYTES: Final = WEBSOCKET_FRAME_BYTES - 1024
 
 Frame = dict[str, Any]
+
+#: what an ``error`` frame says for each code: fixed sentences, never text from the message
+ERROR_MESSAGES: Final[Mapping[str, str]] = {
+    "invalid_message": "a message is a JSON object of at most 4096 bytes: "
+    '{"action": "follow" | "cancel", "run_id": <id>, "after"?: <int>, "turn"?: <int>}',
+    "invalid_id": "run_id must be a run id: ASCII letters, digits, '-' and '_', "
+    "starting with a letter or digit",
+    "not_found": "no such run of yours",
+    "unauthorized": "this connection is not known; connect again",
+    "unknown_action": 'send {"action": "follow" | "cancel", "run_id": ...}',
+    "too_many_follows": "this connection follows too many runs; "
+    "open another connection or wait for a followed run to end",
+    "unavailable": "the message could not be served now; send it again",
+}
+_OTHER_ERROR: Final = "the message could not be served"
+
+
+def encode_frame(frame: Frame) -> bytes:
+    """A frame as it is posted: compact JSON in UTF-8. Text no UTF-8 can carry (a lone
+    surrogate a provider sent) is escaped instead, so encoding never fails."""
+    try:
+        return json.dumps(frame, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(frame, separators=(",", ":")).encode("ascii")
+
+
+def frame_fits(frame: Frame) -> bool:
+    return len(encode_frame(frame)) <= MAX_FRAME_BYTES
+
+
+def input_json(call: ToolUseBlock) -> str:
+    """A tool call's input as the JSON text its ``tool_call`` frames carry: keys sorted, so
+    that any worker (or the committed turn) writes the same text, and offsets agree."""
+    return json.dumps(call.input, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 @dataclass(frozen=True, slots=True)
 class Position:
     """Where a follower stands: ``offset`` characters and ``calls`` complete tool calls of
-    the run's turn ``turn``; ``ended``: it was told the run ended."""
+    the run's turn ``turn``, and ``call_offset`` characters of the next call's input (a
+    large input goes in several frames); ``ended``: it was told the run ended."""
 
     turn: int
     offset: int = 0
     calls: int = 0
     ended: bool = False
+    call_offset: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +108,11 @@ def text_frame(run_id: str, turn: int, offset: int, text: str) -> Frame:
     return {"type": "text", "run_id": run_id, "turn": turn, "offset": offset, "text": text}
 
 
-def tool_call_frame(run_id: str, turn: int, index: int, call: ToolUseBlock) -> Frame:
+def tool_call_frame(
+    run_id: str, turn: int, index: int, call: ToolUseBlock, offset: int, piece: str, length: int
+) -> Frame:
+    """One piece of tool call ``index`` of turn ``turn``: ``input_json[offset:]`` starts with
+    ``piece``; the input is the JSON text of ``input_length`` characters the pieces make."""
     return {
         "type": "tool_call",
         "run_id": run_id,
@@ -72,7 +120,9 @@ def tool_call_frame(run_id: str, turn: int, index: int, call: ToolUseBlock) -> F
         "index": index,
         "id": call.id,
         "name": call.name,
-        "input": call.input,
+        "offset": offset,
+        "input_length": length,
+        "input_json": piece,
     }
 
 
@@ -100,20 +150,70 @@ def run_ended_frame(run_id: str, status: str, error: Mapping[str, str] | None = 
     return {"type": "run_ended", "run_id": run_id, "status": status, "error": error}
 
 
-def error_frame(code: str, message: str, run_id: str | None = None) -> Frame:
+def error_frame(code: str, run_id: str | None = None) -> Frame:
+    """A refusal, with the fixed sentence of its code."""
+    message = ERROR_MESSAGES.get(code, _OTHER_ERROR)
     return {"type": "error", "code": code, "message": message, "run_id": run_id}
 
 
-def _text_frames(run_id: str, at: Position, text: str) -> list[tuple[Frame, Position]]:
-    out = []
-    offset = at.offset
-    while offset < len(text):
-        piece = text[offset : offset + MAX_FRAME_TEXT]
-        out.append(
-            (text_frame(run_id, at.turn, offset, piece), replace(at, offset=offset + len(piece)))
-        )
-        offset += len(piece)
+def skipped_frame(frame: Frame) -> Frame:
+    """What a follower gets instead of a frame API Gateway refused as too large (never
+    expected: frames are cut to fit): which part of which turn it lacks."""
+    out: Frame = {"type": "skipped", "run_id": frame.get("run_id"), "turn": frame.get("turn")}
+    out["of"] = frame.get("type")
+    for name in ("index", "offset"):
+        if name in frame:
+            out[name] = frame[name]
     return out
+
+
+def _pieces(
+    frame_of: Callable[[int, str], Frame], text: str, start: int
+) -> list[tuple[Frame, int]]:
+    """``text`` from ``start`` in frames ``frame_of(offset, piece)`` each at most
+    :data:`MAX_FRAME_BYTES` encoded, with the offset each ends at. A piece is the longest that
+    fits (found by bisection on the encoded frame itself, so escapes and multi-byte characters
+    count as they are sent); every character costs a byte at least, so none is longer than
+    the byte budget."""
+    out: list[tuple[Frame, int]] = []
+    offset = start
+    while offset < len(text):
+        low, high = 1, min(len(text) - offset, MAX_FRAME_BYTES)
+        if frame_fits(frame_of(offset, text[offset : offset + high])):
+            low = high  # the common case: what is left fits one frame
+        while low < high:
+            middle = (low + high + 1) // 2
+            if frame_fits(frame_of(offset, text[offset : offset + middle])):
+                low = middle
+            else:
+                high = middle - 1
+        out.append((frame_of(offset, text[offset : offset + low]), offset + low))
+        offset += low
+    return out
+
+
+def _text_frames(run_id: str, at: Position, text: str) -> list[tuple[Frame, Position]]:
+    def frame_of(offset: int, piece: str) -> Frame:
+        return text_frame(run_id, at.turn, offset, piece)
+
+    return [(f, replace(at, offset=end)) for f, end in _pieces(frame_of, text, at.offset)]
+
+
+def _call_frames(
+    run_id: str, at: Position, index: int, call: ToolUseBlock
+) -> list[tuple[Frame, Position]]:
+    text = input_json(call)
+    start = at.call_offset if index == at.calls and at.call_offset < len(text) else 0
+
+    def frame_of(offset: int, piece: str) -> Frame:
+        return tool_call_frame(run_id, at.turn, index, call, offset, piece, len(text))
+
+    return [
+        (f, replace(at, calls=index + 1, call_offset=0))
+        if end == len(text)
+        else (f, replace(at, calls=index, call_offset=end))
+        for f, end in _pieces(frame_of, text, start)
+    ]
 
 
 def _turn_frames(
@@ -123,8 +223,9 @@ def _turn_frames(
     if frames:
         at = frames[-1][1]
     for index in range(at.calls, len(calls)):
-        at = replace(at, calls=index + 1)
-        frames.append((tool_call_frame(run_id, at.turn, index, calls[index]), at))
+        pieces = _call_frames(run_id, at, index, calls[index])
+        frames.extend(pieces)
+        at = pieces[-1][1]
     return frames, at
 
 
@@ -166,6 +267,27 @@ def run_turns(run: RunState, messages: Sequence[Message]) -> dict[int, Message]:
 
 
 @dataclass
+class FollowedCall:
+    """A tool call as a client assembles it from its ``tool_call`` frames."""
+
+    turn: int
+    index: int
+    id: str
+    name: str
+    length: int
+    input_json: str = ""
+
+    @property
+    def complete(self) -> bool:
+        return len(self.input_json) == self.length
+
+    @property
+    def input(self) -> Any:
+        """The call's input (once complete)."""
+        return json.loads(self.input_json)
+
+
+@dataclass
 class FollowedText:
     """A client's view of a followed run, assembled from frames by offset."""
 
@@ -173,7 +295,8 @@ class FollowedText:
     text: str = ""
     #: text of each turn the run committed, as assembled
     committed: dict[int, str] = field(default_factory=dict)
-    tool_calls: dict[str, Frame] = field(default_factory=dict)
+    #: tool calls by (turn, index): a provider's call ids may repeat across turns
+    tool_calls: dict[tuple[int, int], FollowedCall] = field(default_factory=dict)
     plans: list[str] = field(default_factory=list)
     status: str | None = None
     error: Mapping[str, str] | None = None
@@ -181,6 +304,9 @@ class FollowedText:
     repeated: int = 0
     #: frames whose offset lay past the text held: never expected
     gaps: list[Frame] = field(default_factory=list)
+    #: ``skipped`` frames: parts of a turn API Gateway refused to carry (read the turn from
+    #: the HTTP API once it is committed)
+    skipped: list[Frame] = field(default_factory=list)
 
     def position(self) -> tuple[int | None, int]:
         """``(turn, after)`` to name in a follow after a reconnect."""
@@ -194,25 +320,48 @@ class FollowedText:
             self.turn, self.text = turn, ""
         return True
 
+    def _text(self, turn: int, offset: int, text: str, frame: Frame) -> str:
+        if turn in self.committed or not self._enter(turn):
+            self.repeated += len(text)
+            return ""
+        if offset > len(self.text):
+            self.gaps.append(frame)
+            return ""
+        new = text[len(self.text) - offset :]
+        self.repeated += len(text) - len(new)
+        self.text += new
+        return new
+
+    def _tool_call(self, frame: Frame) -> None:
+        turn, index, offset = int(frame["turn"]), int(frame["index"]), int(frame["offset"])
+        piece = str(frame["input_json"])
+        if turn in self.committed or not self._enter(turn):
+            self.repeated += len(piece)
+            return
+        call = self.tool_calls.setdefault(
+            (turn, index),
+            FollowedCall(
+                turn, index, str(frame["id"]), str(frame["name"]), int(frame["input_length"])
+            ),
+        )
+        if offset > len(call.input_json):
+            self.gaps.append(frame)
+            return
+        new = piece[len(call.input_json) - offset :][: call.length - len(call.input_json)]
+        self.repeated += len(piece) - len(new)
+        call.input_json += new
+
     def apply(self, frame: Frame) -> str:
         """Fold one frame in; the new characters it brought (text frames)."""
         kind = frame.get("type")
         if self.status is not None or kind in ("error", "following"):
             return ""
         if kind == "text":
-            turn, offset, text = int(frame["turn"]), int(frame["offset"]), str(frame["text"])
-            if turn in self.committed or not self._enter(turn):
-                self.repeated += len(text)
-                return ""
-            if offset > len(self.text):
-                self.gaps.append(frame)
-                return ""
-            new = text[len(self.text) - offset :]
-            self.repeated += len(text) - len(new)
-            self.text += new
-            return new
+            return self._text(int(frame["turn"]), int(frame["offset"]), str(frame["text"]), frame)
         if kind == "tool_call":
-            self.tool_calls.setdefault(str(frame["id"]), frame)
+            self._tool_call(frame)
+        elif kind == "skipped":
+            self.skipped.append(frame)
         elif kind == "resumed":
             self.plans.append(str(frame["plan"]))
         elif kind == "turn_committed":
@@ -223,6 +372,10 @@ class FollowedText:
         elif kind == "run_ended":
             self.status, self.error = str(frame["status"]), frame.get("error")
         return ""
+
+    def calls_of(self, turn: int) -> list[FollowedCall]:
+        """Turn ``turn``'s tool calls held, in order."""
+        return [call for (t, _), call in sorted(self.tool_calls.items()) if t == turn]
 
     @property
     def last_turn_text(self) -> str | None:

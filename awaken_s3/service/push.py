@@ -17,14 +17,18 @@ sends each what it is owed (:func:`awaken_s3.service.frames.frames_from`): at mo
 flight, batches at least ``gap`` apart. A follower it has not served yet (a new follow,
 or every follower after a crash) is sent from where its record says it stood, so a crash
 leaves no gap: at worst a resumed worker repeats characters a client has, which it skips by
-offset. A connection that is gone is forgotten.
+offset. A connection that is gone is forgotten (it leaves no record); a follower told the
+run ended stops following it. Every frame fits one WebSocket frame
+(:data:`awaken_s3.service.frames.MAX_FRAME_BYTES`); one API Gateway still refuses as too
+large (413) is never posted again: a ``skipped`` frame takes its place, and the frames after
+it (the turn's commit, the run's end) still go.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import enum
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -41,13 +45,16 @@ from awaken_s3.service.connections import (
     connections_table,
 )
 from awaken_s3.service.frames import (
+    MAX_FRAME_BYTES,
     Frame,
     Position,
     RunPicture,
     durable_text,
+    encode_frame,
     frames_from,
     resumed_frame,
     run_turns,
+    skipped_frame,
 )
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.streaming.coalescer import (
@@ -79,6 +86,17 @@ DISCOVER_EVERY: Final = 0.5
 FINAL_PUSH_TIMEOUT: Final = 5.0
 
 
+class Delivery(enum.Enum):
+    """What became of one frame posted to one connection."""
+
+    SENT = "sent"
+    #: the connection is gone (410, or 403 for one API Gateway no longer knows)
+    GONE = "gone"
+    #: API Gateway will never carry this frame (413, or over the frame size before posting):
+    #: never posted again as it is
+    TOO_LARGE = "too_large"
+
+
 class FrameSender:
     """Frames to connections through API Gateway's management API (``PostToConnection``),
     with a client whose endpoint botocore takes from its own settings
@@ -88,20 +106,46 @@ class FrameSender:
         self.client = client
         self.frames = 0
         self.bytes = 0
+        self.refused = 0
+        #: frames API Gateway refused as too large (connection, encoded frame): never posted
+        #: again, even when what replaces them could not be sent and the batch is retried
+        self._too_large: set[tuple[str, bytes]] = set()
 
-    async def send(self, connection_id: str, frame: Frame) -> bool:
-        """True when sent; False when the connection is gone. Raises on anything else."""
-        data = json.dumps(frame, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    async def send(self, connection_id: str, frame: Frame) -> Delivery:
+        """Post one frame. Raises (botocore's errors) only on what may pass: throttling, a
+        server error, the network."""
+        data = encode_frame(frame)
+        if len(data) > MAX_FRAME_BYTES or (connection_id, data) in self._too_large:
+            self.refused += 1
+            return Delivery.TOO_LARGE
         try:
             await self.client.post_to_connection(ConnectionId=connection_id, Data=data)
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code")
             if code in ("GoneException", "ForbiddenException"):
-                return False
+                return Delivery.GONE
+            if code == "PayloadTooLargeException":
+                self.refused += 1
+                self._too_large.add((connection_id, data))
+                return Delivery.TOO_LARGE
             raise
         self.frames += 1
         self.bytes += len(data)
-        return True
+        return Delivery.SENT
+
+    async def deliver(self, connection_id: str, frame: Frame) -> bool:
+        """Post ``frame``, or in its place the small ``skipped`` frame when API Gateway will
+        never carry it (so later frames still go: a turn's end, the run's end). False: the
+        connection is gone."""
+        delivery = await self.send(connection_id, frame)
+        if delivery is Delivery.TOO_LARGE:
+            log.warning(
+                "a %s frame of %d bytes was refused as too large: skipped",
+                frame.get("type"),
+                len(encode_frame(frame)),
+            )
+            delivery = await self.send(connection_id, skipped_frame(frame))
+        return delivery is not Delivery.GONE
 
 
 def durable_calls(checkpoint: StreamCheckpoint) -> tuple[ToolUseBlock, ...]:
@@ -320,7 +364,7 @@ class RunPusher:
         follower.outbox = []
         try:
             for frame, position in owed:
-                if not await self.sender.send(follower.connection_id, frame):
+                if not await self.sender.deliver(follower.connection_id, frame):
                     await self._forget(follower)
                     return
                 if position is not None:
@@ -329,9 +373,17 @@ class RunPusher:
             log.warning("run %s: a push failed, retried next batch: %s", self.run_id, exc)
             self._dirty = True
             return
-        if follower.position.turn > follower.recorded.turn and not follower.position.ended:
+        if follower.position.ended:
+            await self._done(follower)
+        elif follower.position.turn > follower.recorded.turn:
             follower.recorded = follower.position
             await self.connections.advance(self.run_id, follower.connection_id, follower.position)
+
+    async def _done(self, follower: _Follower) -> None:
+        """The follower was told the run ended: its follow ends (it no longer counts
+        towards its connection's bound)."""
+        self._followers.pop(follower.connection_id, None)
+        await self.connections.end_follow(self.run_id, follower.connection_id)
 
     async def _forget(self, follower: _Follower) -> None:
         self._followers.pop(follower.connection_id, None)

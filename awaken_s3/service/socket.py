@@ -10,8 +10,12 @@
 * ``cancel`` ``{"action": "cancel", "run_id"}``: the run is cancelled (a streaming worker
   stops within one lease renewal); its followers are told it ended.
 * ``$disconnect``: the connection and its follows are forgotten; nothing else (a dropped
-  connection never cancels a run).
+  connection never cancels a run). A connection found gone (410) is forgotten the same way.
 * ``$default``: anything else is answered with an ``error`` frame.
+
+A message that cannot be parsed or served gets one ``error`` frame of a fixed code and
+sentence (never text from the message); the handler never raises on what a caller sends.
+A connection follows at most :data:`~awaken_s3.service.connections.MAX_FOLLOWS` runs.
 
 Frames go back through the management API (``PostToConnection``). A follow recorded while
 the run ended could be missed by the worker's last look, so the handler looks at the run
@@ -25,7 +29,7 @@ import json
 import os
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -35,8 +39,11 @@ from awaken_s3.errors import AwakenError
 from awaken_s3.ids import InvalidIdError
 from awaken_s3.service import runs
 from awaken_s3.service.connections import (
+    MAX_FOLLOWS,
+    Connection,
     ConnectionStore,
     ConnectionStoreError,
+    Followed,
     connections_table,
 )
 from awaken_s3.service.frames import Frame, Position, RunPicture, error_frame, frames_from
@@ -47,6 +54,7 @@ from awaken_s3.service.runs import ApiError
 from awaken_s3.service.scoping import validate_public_run_id
 from awaken_s3.service.wiring import Services, warm_runtime
 from awaken_s3.settings import StorageSettings
+from awaken_s3.threads.errors import RunNotFound
 from awaken_s3.threads.models import RunState
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "awaken-s3")
@@ -55,12 +63,22 @@ route_library_logs(logger)
 _OK = {"statusCode": 200}
 
 
-class Refused(AwakenError):
-    """A message the route cannot serve: answered with an ``error`` frame."""
+#: bytes of a client message at most (a follow or a cancel is under 300): what is larger is
+#: refused before it is parsed
+MAX_MESSAGE_BYTES: Final = 4096
+#: arrays and objects nested in a message at most (a follow is one flat object): deeper is
+#: refused before it is parsed, the same on every Python (3.11's parser raises
+#: RecursionError on what 3.13's parses)
+MAX_NESTING: Final = 8
 
-    def __init__(self, code: str, message: str, run_id: str | None = None) -> None:
-        super().__init__(message)
-        self.frame = error_frame(code, message, run_id)
+
+class Refused(AwakenError):
+    """A message the route cannot serve: answered with an ``error`` frame of ``code``'s
+    fixed sentence (``message`` is for logs and tracebacks only, never sent)."""
+
+    def __init__(self, code: str, message: str = "", run_id: str | None = None) -> None:
+        super().__init__(message or code)
+        self.frame = error_frame(code, run_id)
 
 
 def _context(event: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -82,23 +100,64 @@ def _offset(message: Mapping[str, Any], name: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_OFFSET:
-        raise Refused("invalid_message", f"{name} must be a whole number from 0 to {MAX_OFFSET}")
+        raise Refused("invalid_message", f"{name} is not a whole number from 0 to {MAX_OFFSET}")
     return value
+
+
+def _nesting(text: str) -> int:
+    """How deep arrays and objects nest in ``text`` (JSON or not), strings skipped."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _json_object(body: Any) -> dict[str, Any]:
+    """The message as a JSON object, refused (never raised past) whatever it is: not text,
+    not UTF-8, too large, not JSON, nested past the parser's depth, not an object."""
+    if not isinstance(body, str):
+        raise Refused("invalid_message", "the message is not text")
+    try:
+        size = len(body.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise Refused("invalid_message", "the message is not UTF-8") from None
+    if size > MAX_MESSAGE_BYTES:
+        raise Refused("invalid_message", f"the message is {size} bytes")
+    if _nesting(body) > MAX_NESTING:
+        raise Refused("invalid_message", "the message nests too deep")
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        raise Refused("invalid_message", "the message is not JSON") from None
+    if not isinstance(message, dict):
+        raise Refused("invalid_message", "the message is not a JSON object")
+    return message
 
 
 def parse_message(body: Any) -> tuple[str, dict[str, Any]]:
     """The message's public run id and fields; :class:`Refused` for anything else."""
+    message = _json_object(body)
+    run_id = message.get("run_id")
+    if not isinstance(run_id, str):
+        raise Refused("invalid_id", "run_id is not a string")
     try:
-        message = json.loads(body) if isinstance(body, str) else None
-    except ValueError:
-        message = None
-    if not isinstance(message, dict):
-        raise Refused("invalid_message", "a message is a JSON object with an action")
-    try:
-        run_id = validate_public_run_id(str(message.get("run_id") or ""))
-    except InvalidIdError as exc:
-        raise Refused("invalid_id", str(exc)) from exc
-    return run_id, message
+        return validate_public_run_id(run_id), message
+    except InvalidIdError:
+        raise Refused("invalid_id", "run_id is not a run id") from None
 
 
 def start_position(run: RunState, *, after: int | None, turn: int | None) -> Position:
@@ -107,7 +166,7 @@ def start_position(run: RunState, *, after: int | None, turn: int | None) -> Pos
     if turn is None:
         return Position(run.turn, after or 0)
     if turn > run.turn:
-        raise Refused("invalid_message", f"the run is at turn {run.turn}, not {turn}")
+        raise Refused("invalid_message", "the run has not reached that turn")
     return Position(turn, after or 0)
 
 
@@ -135,8 +194,10 @@ async def picture_of(services: Services, run: RunState, public: str, since: int)
 
 
 async def _send(sender: FrameSender, connection_id: str, frames: list[Frame]) -> bool:
+    """Post ``frames`` in order (one API Gateway refuses as too large is replaced by its
+    ``skipped`` frame); False: the connection is gone."""
     for frame in frames:
-        if not await sender.send(connection_id, frame):
+        if not await sender.deliver(connection_id, frame):
             return False
     return True
 
@@ -151,11 +212,14 @@ class SocketRoutes:
         self.connections = ConnectionStore(table, services.dynamodb)
         self.sender = FrameSender(services.management)
 
-    async def owner(self) -> str:
+    async def connection(self) -> Connection:
         connection = await self.connections.connection(self.connection_id)
         if connection is None:
             raise Refused("unauthorized", "this connection is not known; connect again")
-        return connection.owner
+        return connection
+
+    async def owner(self) -> str:
+        return (await self.connection()).owner
 
     async def owned_run(self, owner: str, public: str) -> RunState:
         try:
@@ -163,26 +227,57 @@ class SocketRoutes:
         except ApiError as exc:
             raise Refused(exc.code, exc.message, public) from exc
 
+    async def gone(self) -> None:
+        """The connection went away: it leaves no record (its follows go with it)."""
+        await self.connections.forget(self.connection_id)
+
+    async def drop_ended(self, connection: Connection) -> None:
+        """At the bound: end the connection's follows of runs that ended since (one told
+        nobody, such as a run the sweeper failed, would hold its place until a disconnect)."""
+        for run_id in sorted(connection.follows):
+            try:
+                ended = (await self.services.threads.get_run(run_id)).status.terminal
+            except RunNotFound:
+                ended = True
+            if ended:
+                await self.connections.end_follow(run_id, self.connection_id)
+
     async def follow(self, body: Any) -> None:
         public, message = parse_message(body)
         after, turn = _offset(message, "after"), _offset(message, "turn")
-        owner = await self.owner()
-        run = await self.owned_run(owner, public)
+        connection = await self.connection()
+        run = await self.owned_run(connection.owner, public)
         at = start_position(run, after=after, turn=turn)
+        if not run.status.terminal and len(connection.follows - {run.run_id}) >= MAX_FOLLOWS:
+            await self.drop_ended(connection)
+            if len((await self.connection()).follows - {run.run_id}) >= MAX_FOLLOWS:
+                raise Refused(
+                    "too_many_follows", "the connection's follows are at the bound", public
+                )
         owed = frames_from(at, await picture_of(self.services, run, public, at.turn))
         following = {"type": "following", "run_id": public, "turn": at.turn, "offset": at.offset}
         if not await _send(self.sender, self.connection_id, [following] + [f for f, _ in owed]):
+            await self.gone()
             return
         at = owed[-1][1] if owed else at
         if at.ended:
             return
-        await self.connections.follow(self.connection_id, run.run_id, at, public_run_id=public)
+        followed = await self.connections.follow(
+            self.connection_id, run.run_id, at, public_run_id=public
+        )
+        if followed is Followed.FULL:
+            raise Refused("too_many_follows", "the connection's follows are at the bound", public)
+        if followed is Followed.GONE:
+            return
         # The worker's last look may have come before the record: if the run ended since,
         # the rest is sent from here (a worker that did see the record may send it too).
-        again = await self.owned_run(owner, public)
+        again = await self.owned_run(connection.owner, public)
         if again.status.terminal:
             rest = frames_from(at, await picture_of(self.services, again, public, at.turn))
-            await _send(self.sender, self.connection_id, [f for f, _ in rest])
+            if await _send(self.sender, self.connection_id, [f for f, _ in rest]):
+                await self.connections.end_follow(run.run_id, self.connection_id)
+            else:
+                await self.gone()
 
     async def cancel(self, body: Any) -> None:
         public, _ = parse_message(body)
@@ -218,6 +313,45 @@ async def tell_followers(services: Services, run: RunState, public: str) -> None
         logger.warning("followers not told of the end", extra={"error": type(exc).__name__})
 
 
+async def _lifecycle(routes: SocketRoutes, route: str, event: Mapping[str, Any]) -> dict[str, Any]:
+    """``$connect`` and ``$disconnect``; a store that fails refuses the connect (500)."""
+    try:
+        if route == "$connect":
+            sub = principal(event)
+            if sub is None:
+                return {"statusCode": 401}
+            await routes.connections.connect(routes.connection_id, owner=sub)
+        else:
+            await routes.gone()
+    except ConnectionStoreError as exc:
+        logger.warning("connection record failed", extra={"route": route, "error": str(exc)})
+        return {"statusCode": 500}
+    return _OK
+
+
+async def _message(routes: SocketRoutes, route: str, body: Any) -> None:
+    """A client message: served, or answered with one ``error`` frame of a fixed code;
+    nothing it holds makes the handler raise."""
+    try:
+        if route == "follow":
+            await routes.follow(body)
+        elif route == "cancel":
+            await routes.cancel(body)
+        else:
+            raise Refused("unknown_action", "no such action")
+        return
+    except Refused as refused:
+        frame = refused.frame
+    except Exception:  # a failure of ours (a store, the network): a fixed answer, logged
+        logger.exception("socket message not served", extra={"route": route})
+        frame = error_frame("unavailable")
+    try:
+        if not await routes.sender.deliver(routes.connection_id, frame):
+            await routes.gone()
+    except (ClientError, BotoCoreError, ConnectionStoreError) as exc:
+        logger.warning("error frame not sent", extra={"error": type(exc).__name__})
+
+
 async def handle(event: Mapping[str, Any]) -> dict[str, Any]:
     context = _context(event)
     route, connection_id = context.get("routeKey"), context.get("connectionId")
@@ -225,24 +359,11 @@ async def handle(event: Mapping[str, Any]) -> dict[str, Any]:
         return {"statusCode": 400}
     storage = StorageSettings.from_env(need_queue=False)
     routes = SocketRoutes(await warm_runtime().services(storage), connection_id)
-    if route == "$connect":
-        sub = principal(event)
-        if sub is None:
-            return {"statusCode": 401}
-        await routes.connections.connect(connection_id, owner=sub)
-        return _OK
-    if route == "$disconnect":
-        await routes.connections.forget(connection_id)
-        return _OK
-    try:
-        if route == "follow":
-            await routes.follow(event.get("body"))
-        elif route == "cancel":
-            await routes.cancel(event.get("body"))
-        else:
-            raise Refused("unknown_action", 'send {"action": "follow" | "cancel", "run_id": ...}')
-    except Refused as refused:
-        await routes.sender.send(connection_id, refused.frame)
+    if route in ("$connect", "$disconnect"):
+        return await _lifecycle(routes, route, event)
+    # API Gateway hands a binary WebSocket message over base64-encoded: not a message here.
+    body = None if event.get("isBase64Encoded") else event.get("body")
+    await _message(routes, route, body)
     return _OK
 
 

@@ -58,11 +58,16 @@ def jwks_client(issuer: str) -> jwt.PyJWKClient:
     return jwt.PyJWKClient(jwks_uri, cache_keys=True, timeout=_DISCOVERY_TIMEOUT)
 
 
-def verify(token: str, *, issuer: str, audiences: Sequence[str]) -> dict[str, Any]:
-    """The token's claims when it is the issuer's, for one of ``audiences``, and current."""
+def _signed_claims(token: str, *, issuer: str) -> dict[str, Any]:
+    """The claims of a token the issuer's key signed, or :class:`Unauthorized`.
+
+    Anything the token can make PyJWT or the crypto library raise is a refusal: a header
+    whose ``alg`` does not fit the key (an HMAC or EC header against an RSA key surfaces as
+    the library's own ``TypeError`` or ``ValueError``), a key type PyJWT has no algorithm for,
+    a garbled header or ``kid``. Nothing a caller sends is allowed by an error."""
     try:
         key = jwks_client(issuer).get_signing_key_from_jwt(token)
-        claims: dict[str, Any] = jwt.decode(
+        claims: Any = jwt.decode(
             token,
             key.key,
             algorithms=list(ALGORITHMS),
@@ -70,15 +75,30 @@ def verify(token: str, *, issuer: str, audiences: Sequence[str]) -> dict[str, An
             leeway=LEEWAY,
             options={"require": ["exp", "iss", "sub"], "verify_aud": False},
         )
-    except (jwt.PyJWTError, OSError, ValueError, KeyError) as exc:
+    except Exception as exc:  # refuse, never a 500: see above
         log.info("connect refused: %s", type(exc).__name__)
         raise Unauthorized() from exc
+    if not isinstance(claims, dict):
+        raise Unauthorized()
+    return claims
+
+
+def _audiences(claims: Mapping[str, Any]) -> set[str]:
+    """The audiences a token names: ``aud`` (a string or a list), else ``client_id``; only
+    strings count."""
     aud = claims.get("aud")
-    given = [aud] if isinstance(aud, str) else list(aud or [])
-    if claims.get("client_id") is not None and not given:
+    given = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
+    if not given and claims.get("client_id") is not None:
         given = [claims["client_id"]]
-    if not set(given) & set(audiences) or not isinstance(claims.get("sub"), str):
-        log.info("connect refused: audience")
+    return {a for a in given if isinstance(a, str)}
+
+
+def verify(token: str, *, issuer: str, audiences: Sequence[str]) -> dict[str, Any]:
+    """The token's claims when it is the issuer's, for one of ``audiences``, and current."""
+    claims = _signed_claims(token, issuer=issuer)
+    sub = claims.get("sub")
+    if not _audiences(claims) & set(audiences) or not isinstance(sub, str) or not sub:
+        log.info("connect refused: audience or subject")
         raise Unauthorized()
     return claims
 
@@ -98,7 +118,18 @@ def policy(sub: str, method_arn: str) -> dict[str, Any]:
 
 
 def authorize(event: Mapping[str, Any], env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    env = os.environ if env is None else env
+    """The policy allowing the connect, or :class:`Unauthorized` (API Gateway's 401) for
+    anything else, whatever the request holds: never another exception (a 500)."""
+    try:
+        return _authorize(event, os.environ if env is None else env)
+    except Unauthorized:
+        raise
+    except Exception as exc:
+        log.warning("connect refused: %s", type(exc).__name__)
+        raise Unauthorized() from exc
+
+
+def _authorize(event: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
     issuer = env.get("AWAKEN_JWT_ISSUER") or ""
     audiences = [a.strip() for a in (env.get("AWAKEN_JWT_AUDIENCE") or "").split(",") if a.strip()]
     if not issuer or not audiences:

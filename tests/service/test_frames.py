@@ -4,12 +4,15 @@ the committed text exactly."""
 
 from __future__ import annotations
 
+import json
+from unittest import mock
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from awaken_s3.messages import Message, TextBlock, ToolUseBlock
+from awaken_s3.service import frames
 from awaken_s3.service.frames import (
-    MAX_FRAME_TEXT,
     FollowedText,
     Position,
     RunPicture,
@@ -46,6 +49,7 @@ def test_a_follower_behind_gets_the_rest_of_committed_turns_then_the_current_one
     frames = frames_from(Position(0, 6), picture)
     assert kinds(frames) == ["text", "tool_call", "turn_committed", "text"]
     assert frames[0][0]["text"] == "turn" and frames[1][0]["id"] == "c1"
+    assert frames[1][0]["input_json"] == '{"q":"x"}'
     assert frames[2][0] == {
         "type": "turn_committed",
         "run_id": "r1",
@@ -67,11 +71,70 @@ def test_an_ended_run_ends_with_run_ended_and_nothing_after() -> None:
     assert kinds(frames_from(Position(0, 5), cancelled)) == ["run_ended"]
 
 
-def test_long_text_is_split_into_frames_under_api_gateway_s_frame_size() -> None:
-    text = "é" * (MAX_FRAME_TEXT * 2 + 5)
-    frames = frames_from(Position(0), RunPicture("r1", turn=0, text=text))
-    assert [len(str(f["text"])) for f, _ in frames] == [MAX_FRAME_TEXT, MAX_FRAME_TEXT, 5]
-    assert all(len(str(f["text"]).encode()) * 1.1 < 32 * 1024 for f, _ in frames)
+#: API Gateway's WebSocket frame size quota, in bytes
+FRAME_QUOTA = 32 * 1024
+#: characters that cost more than one byte as sent: escaped by JSON (quote, backslash,
+#: control characters: up to 6 bytes) or wide in UTF-8 (2, 3, 4 bytes)
+WIDE = '\x00"\\é€😀\n'
+
+
+def sent_size(frame: dict[str, object]) -> int:
+    return len(json.dumps(frame, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
+def test_every_frame_fits_api_gateway_s_frame_measured_in_encoded_bytes() -> None:
+    text = WIDE * 20_000
+    big = ToolUseBlock(id="call_0", name="store", input={"blob": WIDE * 30_000, "n": 1})
+    picture = RunPicture("r1", turn=1, committed={0: assistant(text, big)}, ended="completed")
+    frames = [frame for frame, _ in frames_from(Position(0), picture)]
+    assert max(sent_size(frame) for frame in frames) <= FRAME_QUOTA
+    assert len(frames) > 20  # the text and the input each took many frames
+    view = FollowedText()
+    for frame in frames:
+        view.apply(json.loads(json.dumps(frame)))  # as a client decodes it
+    ((call),) = view.calls_of(0)
+    assert (call.id, call.name, call.input) == ("call_0", "store", big.input)
+    assert (view.last_turn_text, view.gaps, view.status) == (text, [], "completed")
+
+
+def test_a_tool_call_s_input_is_sent_as_json_text_in_pieces_by_offset() -> None:
+    call = ToolUseBlock(id="c9", name="lookup", input={"q": "x", "a": [1, 2]})
+    ((frame, at),) = frames_from(Position(0), RunPicture("r1", turn=0, calls=(call,)))
+    assert frame == {
+        "type": "tool_call",
+        "run_id": "r1",
+        "turn": 0,
+        "index": 0,
+        "id": "c9",
+        "name": "lookup",
+        "offset": 0,
+        "input_length": 19,
+        "input_json": '{"a":[1,2],"q":"x"}',
+    }
+    assert at == Position(0, calls=1)
+    # A follower part-way through a call's input gets only the rest of it.
+    ((rest, _),) = frames_from(
+        Position(0, calls=0, call_offset=5), RunPicture("r1", 0, calls=(call,))
+    )
+    assert (rest["offset"], rest["input_json"]) == (5, '[1,2],"q":"x"}')
+
+
+def test_a_tool_call_is_kept_per_turn_and_index_though_its_id_repeats() -> None:
+    """Providers that send no call ids get ``call_0`` in every turn."""
+    first = ToolUseBlock(id="call_0", name="lookup", input={"q": "first"})
+    second = ToolUseBlock(id="call_0", name="lookup", input={"q": "second"})
+    picture = RunPicture(
+        "r1",
+        turn=2,
+        committed={0: assistant("", first), 1: assistant("", second)},
+        ended="completed",
+    )
+    view = FollowedText()
+    for frame, _ in frames_from(Position(0), picture):
+        view.apply(frame)
+    assert len(view.tool_calls) == 2
+    assert [c.input for c in view.calls_of(0)] == [{"q": "first"}]
+    assert [c.input for c in view.calls_of(1)] == [{"q": "second"}]
 
 
 def test_whitespace_alone_is_never_shown_a_restart_may_replace_it() -> None:
@@ -131,3 +194,28 @@ def test_any_sequence_of_growing_pictures_assembles_the_committed_turn(
     for frame, _ in frames_from(at, final):
         view.apply(frame)
     assert (view.last_turn_text, view.gaps, view.status) == (text, [], "completed")
+
+
+@given(
+    text=st.text(st.characters(exclude_categories=()), max_size=300),
+    starts=st.lists(st.integers(min_value=0, max_value=400), max_size=4),
+)
+def test_any_input_sent_in_small_frames_and_sent_again_assembles_exactly(
+    text: str, starts: list[int]
+) -> None:
+    """With frames of 160 bytes, an input of any characters (a lone surrogate too) goes in
+    many pieces; a follower re-served from any offset it holds (after a crash) ends with the
+    input exactly, every frame within the bound."""
+    call = ToolUseBlock(id="c", name="n", input={"s": text})
+    picture = RunPicture("r1", turn=0, calls=(call,))
+    view = FollowedText()
+    held = 0
+    with mock.patch.object(frames, "MAX_FRAME_BYTES", 160):
+        for start in [0, *starts]:
+            at = Position(0, call_offset=min(start, held))
+            for frame, _ in frames_from(at, picture):
+                assert len(frames.encode_frame(frame)) <= 160
+                view.apply(json.loads(json.dumps(frame)))
+            (followed,) = view.calls_of(0)
+            held = len(followed.input_json)
+    assert (followed.complete, followed.input, view.gaps) == (True, {"s": text}, [])

@@ -5,6 +5,7 @@ principal is its ``sub``."""
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -14,7 +15,8 @@ from typing import Any
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec as ec_mod
+from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
 from awaken_s3.service import socket_auth
 from awaken_s3.service.socket_auth import Unauthorized, authorize
@@ -122,3 +124,85 @@ def test_a_forged_or_missing_token_is_refused(issuer: Issuer) -> None:
 def test_without_its_settings_it_refuses_everyone(issuer: Issuer) -> None:
     with pytest.raises(Unauthorized):
         authorize({"methodArn": ARN, "queryStringParameters": {"token": issuer.token()}}, {})
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def forged(header: Any, claims: dict[str, Any] | None = None, signature: bytes = b"sig") -> str:
+    """A token with exactly this header (any JSON, or raw bytes) and an arbitrary signature."""
+    head = header if isinstance(header, bytes) else json.dumps(header).encode()
+    body = json.dumps(claims or {"sub": "alice", "aud": "app"}).encode()
+    return f"{_b64(head)}.{_b64(body)}.{_b64(signature)}"
+
+
+def _tokens_that_do_not_fit(issuer: Issuer) -> dict[str, str]:
+    ec = ec_mod.generate_private_key(ec_mod.SECP256R1())
+    now = int(time.time())
+    claims = {"iss": issuer.url, "sub": "alice", "aud": "app", "exp": now + 300}
+    return {
+        "hs256-against-rsa": jwt.encode(claims, "s" * 32, algorithm="HS256", headers={"kid": "k1"}),
+        "es256-against-rsa": jwt.encode(claims, ec, algorithm="ES256", headers={"kid": "k1"}),
+        "ps256-header-rs-key": forged({"alg": "PS256", "kid": "k1", "typ": "JWT"}, claims),
+        "es256-forged-header": forged({"alg": "ES256", "kid": "k1"}, claims),
+        "eddsa-key": forged({"alg": "EdDSA", "kid": "ed"}, claims),
+        "ec-key-rs256-header": forged({"alg": "RS256", "kid": "ec"}, claims),
+        "unknown-alg": forged({"alg": "XY999", "kid": "k1"}, claims),
+        "alg-not-a-string": forged({"alg": 7, "kid": "k1"}, claims),
+        "alg-none-with-kid": forged({"alg": "none", "kid": "k1"}, claims, b""),
+        "kid-object": forged({"alg": "RS256", "kid": {"x": 1}}, claims),
+        "kid-number": forged({"alg": "RS256", "kid": 12}, claims),
+        "kid-huge": forged({"alg": "RS256", "kid": "k" * 100_000}, claims),
+        "header-a-list": forged(["RS256"], claims),
+        "header-not-json": forged(b"\xff\xfe{", claims),
+        "header-not-base64": "%%%." + _b64(b"{}") + ".sig",
+        "too-many-parts": issuer.token() + ".x",
+        "empty-parts": "..",
+        "payload-a-list": forged({"alg": "RS256", "kid": "k1"}, None).split(".")[0]
+        + "."
+        + _b64(b"[1, 2]")
+        + ".sig",
+    }
+
+
+def test_a_token_whose_header_does_not_fit_the_key_is_refused_never_raised(
+    issuer: Issuer,
+) -> None:
+    """An HS256, ES256 or PS256 header against the RSA key, an EdDSA or EC key in the set,
+    an unknown or garbled alg, kid or header: each a 401, never another exception (a 500)."""
+    ec_public = ec_mod.generate_private_key(ec_mod.SECP256R1()).public_key()
+    ec_jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(ec_public))
+    ed_public = ed25519.Ed25519PrivateKey.generate().public_key()
+    ed_jwk = json.loads(jwt.algorithms.OKPAlgorithm.to_jwk(ed_public))
+    issuer.jwks["keys"] += [{**ec_jwk, "kid": "ec"}, {**ed_jwk, "kid": "ed"}]
+    for name, token in _tokens_that_do_not_fit(issuer).items():
+        try:
+            connect(issuer, token)
+        except Unauthorized:
+            continue
+        except Exception as exc:  # the defect: anything but Unauthorized is a 500
+            pytest.fail(f"{name}: {type(exc).__name__}")
+        pytest.fail(f"{name}: allowed")
+    # The issuer's own token still connects beside those keys.
+    assert connect(issuer, issuer.token())["principalId"] == "alice"
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [{"aud": 7}, {"aud": [["app"]]}, {"aud": [{"a": 1}]}, {"sub": 7}, {"sub": ""}],
+    ids=["aud-number", "aud-nested-list", "aud-objects", "sub-number", "sub-empty"],
+)
+def test_claims_of_the_wrong_type_are_refused(issuer: Issuer, claims: dict[str, Any]) -> None:
+    with pytest.raises(Unauthorized):
+        connect(issuer, issuer.token(**claims))
+
+
+def test_a_malformed_connect_request_is_refused(issuer: Issuer) -> None:
+    for event in (
+        {"methodArn": ARN, "queryStringParameters": ["token"]},
+        {"methodArn": 5, "queryStringParameters": {"token": issuer.token()}},
+        {"methodArn": ARN, "queryStringParameters": {"token": 5}},
+    ):
+        with pytest.raises(Unauthorized):
+            authorize(event, {"AWAKEN_JWT_ISSUER": issuer.url, "AWAKEN_JWT_AUDIENCE": "app"})
