@@ -28,7 +28,7 @@ from awaken_s3.streaming.events import (
 )
 from awaken_s3.streaming.outcome import DroppedToolCall, Usage
 from awaken_s3.streaming.reasoning import KEPT_EVENTS, KeptBlocks
-from awaken_s3.streaming.recovery import PlanKind, assemble_turn, never_empty, split_tool_calls
+from awaken_s3.streaming.recovery import PlanKind, assemble_turn, split_tool_calls
 from awaken_s3.streaming.refusal import REFUSAL, with_refusal
 
 _log = logging.getLogger("awaken_s3.streaming")
@@ -198,7 +198,7 @@ class StreamAccumulator:
         message = assemble_turn(self.final_text, complete, leading=self._kept.committed())
         if self._refusal or self.stop_reason == REFUSAL:
             message = with_refusal(message, self.refusal)
-        return never_empty(message), dropped
+        return message, dropped
 
     def snapshot(
         self,

@@ -178,3 +178,21 @@ def test_the_servers_hold_the_providers_rule() -> None:
     assert bedrock_content_rules(_received(b_final)) is not None
     assert anthropic_content_rules(_received([a_question])) is None
     assert bedrock_content_rules(_received([b_question])) is None
+
+
+def test_only_a_turn_with_nothing_to_send_gets_the_notice() -> None:
+    from awaken_s3.messages import ProviderBlock, ThinkingBlock, ToolUseBlock
+    from awaken_s3.streaming.recovery import never_empty
+
+    thinking = ThinkingBlock(thinking="Nothing to add.", signature="c2ln")
+    # Reasoning alone says nothing a request could carry: the notice follows it.
+    reasoning_only = Message(role="assistant", content=(thinking, TextBlock(text="\n")))
+    assert never_empty(reasoning_only).content == (thinking, TextBlock(text=EMPTY_TURN_NOTICE))
+    # A call, a server block (a paused turn is resent as it came) or text is left as it is.
+    for content in (
+        (ToolUseBlock(id="c1", name="lookup", input={}),),
+        (ProviderBlock(provider="anthropic", block={"type": "server_tool_use"}),),
+        (thinking, TextBlock(text="Yes.")),
+    ):
+        message = Message(role="assistant", content=content)
+        assert never_empty(message) is message
