@@ -161,19 +161,27 @@ def _received(messages: list[dict[str, Any]]) -> Received:
 def test_the_servers_hold_the_providers_rule() -> None:
     """What the tests above rely on: an empty or blank message is refused, except Anthropic's
     optional final assistant message."""
-    a_question = {"role": "user", "content": [{"type": "text", "text": "Hi."}]}
-    b_question = {"role": "user", "content": [{"text": "Hi."}]}
+    a_question: dict[str, Any] = {"role": "user", "content": [{"type": "text", "text": "Hi."}]}
+    b_question: dict[str, Any] = {"role": "user", "content": [{"text": "Hi."}]}
     for a_content, b_content in (([], []), ([{"type": "text", "text": "  "}], [{"text": " "}])):
-        a_middle = [a_question, {"role": "assistant", "content": a_content}, a_question]
-        b_middle = [b_question, {"role": "assistant", "content": b_content}, b_question]
+        a_middle: list[dict[str, Any]] = [
+            a_question,
+            {"role": "assistant", "content": a_content},
+            a_question,
+        ]
+        b_middle: list[dict[str, Any]] = [
+            b_question,
+            {"role": "assistant", "content": b_content},
+            b_question,
+        ]
         for rules, middle in (
             (anthropic_content_rules, a_middle),
             (bedrock_content_rules, b_middle),
         ):
             refused = rules(_received(middle))
             assert refused is not None and refused.status == 400
-    a_final = [a_question, {"role": "assistant", "content": []}]
-    b_final = [b_question, {"role": "assistant", "content": []}]
+    a_final: list[dict[str, Any]] = [a_question, {"role": "assistant", "content": []}]
+    b_final: list[dict[str, Any]] = [b_question, {"role": "assistant", "content": []}]
     assert anthropic_content_rules(_received(a_final)) is None
     assert bedrock_content_rules(_received(b_final)) is not None
     assert anthropic_content_rules(_received([a_question])) is None
