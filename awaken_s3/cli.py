@@ -103,7 +103,8 @@ def _add_checkpoints_parser(sub: argparse._SubParsersAction[argparse.ArgumentPar
     show = ckpt_sub.add_parser(
         "show",
         help="a run's checkpoint and the recovery plan it implies",
-        description="A run's checkpoint and the recovery plan it implies (reads S3 only).",
+        description="A run's checkpoint and the recovery plan it implies (reads S3 only: "
+        "without --owner it lists the checkpoint prefix to find the run).",
         **documented,  # type: ignore[arg-type]
     )
     show.add_argument(
