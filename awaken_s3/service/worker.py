@@ -369,12 +369,18 @@ def _invocation_providers(
     environment = ProviderSettings.from_env()
     provider = runtime.run(runtime.provider(environment))
 
+    # Planned once per agent and invocation (reading the settings costs milliseconds, and
+    # the environment does not change within an invocation), not once per turn.
+    planned: dict[str, ProviderSettings] = {}
+
     async def agent_provider(agent: Agent) -> Provider | None:
         from awaken_s3.agents import plan_run
 
         # The provider the API planned the agent's runs with; the agents that keep the
         # environment's share the invocation's.
-        wanted = plan_run(agent).provider
+        wanted = planned.get(agent.name)
+        if wanted is None:
+            wanted = planned[agent.name] = plan_run(agent).provider
         if provider_key(wanted) == provider_key(environment):
             return None
         return await runtime.provider(wanted)
