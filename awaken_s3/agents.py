@@ -23,7 +23,8 @@ A user module defines an ``App`` of one or more agents; the deployed handlers, `
 The agent is the server's decision, not the caller's: a run of an agent gets the agent's system
 prompt, model, tools and limits. A caller may set a field of the run's request only when the
 agent lists it in ``overridable`` (none by default); anything else is refused before the run
-is created (:func:`resolve_run_settings`, a 422 at the HTTP API). A run keeps the settings it
+is created (:func:`plan_run`, the one place that decides a run's provider, model, prompt,
+tools and limits; a 422 at the HTTP API). A run keeps the settings it
 was created with (they are stored with it), so a deploy that changes an agent changes the
 runs started after it, never one in flight; a run whose agent or tool has gone since fails
 with a classified error (``unknown_agent``, ``unknown_tool``).
@@ -91,10 +92,12 @@ def _names(items: Iterable[str]) -> str:
 class Agent:
     """One agent: what runs of it send to the model, which tools they may call, their limits.
 
-    ``model`` None is the environment's (``AWAKEN_MODEL``, else the provider's default), and
-    ``provider`` None the environment's ``AWAKEN_PROVIDER`` (``bedrock``, ``anthropic``,
-    ``openai``), configured by the same settings. ``models`` are further models a caller may
-    choose when ``model`` is overridable (``AWAKEN_ALLOWED_MODELS`` adds to them).
+    ``provider`` None is the environment's ``AWAKEN_PROVIDER`` (``bedrock``, ``anthropic``,
+    ``openai``), configured by the same settings, and ``model`` None the run's provider's
+    default: the environment's ``AWAKEN_MODEL`` when the agent keeps the environment's
+    provider, else that provider's own (:func:`plan_run`). ``models`` are further models a
+    caller may choose when ``model`` is overridable (``AWAKEN_ALLOWED_MODELS`` adds to them
+    for an agent on the environment's provider).
     ``token_budget``: input + output tokens a run may spend; the run fails with
     ``budget_exhausted`` once a committed turn passes it. ``max_parallel_tools``: calls of one
     turn that run at once (a tool made with ``exclusive=True`` always runs alone).
