@@ -23,7 +23,8 @@ A user module defines an ``App`` of one or more agents; the deployed handlers, `
 The agent is the server's decision, not the caller's: a run of an agent gets the agent's system
 prompt, model, tools and limits. A caller may set a field of the run's request only when the
 agent lists it in ``overridable`` (none by default); anything else is refused before the run
-is created (:func:`resolve_run_settings`, a 422 at the HTTP API). A run keeps the settings it
+is created (:func:`plan_run`, the one place that decides a run's provider, model, prompt,
+tools and limits; a 422 at the HTTP API). A run keeps the settings it
 was created with (they are stored with it), so a deploy that changes an agent changes the
 runs started after it, never one in flight; a run whose agent or tool has gone since fails
 with a classified error (``unknown_agent``, ``unknown_tool``).
@@ -91,10 +92,12 @@ def _names(items: Iterable[str]) -> str:
 class Agent:
     """One agent: what runs of it send to the model, which tools they may call, their limits.
 
-    ``model`` None is the environment's (``AWAKEN_MODEL``, else the provider's default), and
-    ``provider`` None the environment's ``AWAKEN_PROVIDER`` (``bedrock``, ``anthropic``,
-    ``openai``), configured by the same settings. ``models`` are further models a caller may
-    choose when ``model`` is overridable (``AWAKEN_ALLOWED_MODELS`` adds to them).
+    ``provider`` None is the environment's ``AWAKEN_PROVIDER`` (``bedrock``, ``anthropic``,
+    ``openai``), configured by the same settings, and ``model`` None the run's provider's
+    default: the environment's ``AWAKEN_MODEL`` when the agent keeps the environment's
+    provider, else that provider's own (:func:`plan_run`). ``models`` are further models a
+    caller may choose when ``model`` is overridable (``AWAKEN_ALLOWED_MODELS`` adds to them
+    for an agent on the environment's provider).
     ``token_budget``: input + output tokens a run may spend; the run fails with
     ``budget_exhausted`` once a committed turn passes it. ``max_parallel_tools``: calls of one
     turn that run at once (a tool made with ``exclusive=True`` always runs alone).
@@ -163,7 +166,7 @@ class Agent:
         from awaken_s3.providers.config import ProviderSettings
 
         source = dict(os.environ if env is None else env)
-        if self.provider is not None and self.provider != source.get("AWAKEN_PROVIDER"):
+        if self.provider is not None and self.provider != _environment_provider(source):
             source["AWAKEN_PROVIDER"] = self.provider
             source.pop("AWAKEN_MODEL", None)  # the environment's model is another provider's
         if self.model is not None:
@@ -188,10 +191,10 @@ def _run_model(
     if "model" in request and request["model"] is not None:
         allowed = {model, *agent.models, *allowed_models}
         if request["model"] not in allowed:
+            # Fixed words: the caller's own string is never echoed back.
             raise RunRequestRefused(
                 "model",
-                f"model {request['model']!r} is not allowed for agent {agent.name}; "
-                f"choose {_names(allowed)}",
+                f"that model is not allowed for agent {agent.name}; choose {_names(allowed)}",
                 kind="model_not_allowed",
                 choices=sorted(allowed),
             )
@@ -204,12 +207,10 @@ def _run_tools(agent: Agent, request: Mapping[str, Any]) -> tuple[str, ...]:
     tools = agent.tool_names
     if "tools" in request and request["tools"] is not None:
         chosen = tuple(dict.fromkeys(request["tools"]))
-        unknown = [name for name in chosen if name not in tools]
-        if unknown:
+        if any(name not in tools for name in chosen):
             raise RunRequestRefused(
                 "tools",
-                f"agent {agent.name} has no tool {', '.join(repr(u) for u in unknown)}; its "
-                f"tools are {_names(tools)}",
+                f"agent {agent.name} has no such tool; its tools are {_names(tools)}",
                 kind=FailureCode.UNKNOWN_TOOL,
                 choices=sorted(tools),
             )
@@ -228,13 +229,14 @@ def resolve_run_settings(
 
     ``request`` holds only the fields the caller sent (their values already validated for
     type and range). A field the agent does not list as overridable, a tool the agent does not
-    have or a model it does not allow raises :class:`RunRequestRefused`.
+    have or a model it does not allow raises :class:`RunRequestRefused`, whose message names
+    the field and the valid choices but never repeats what the caller sent.
     """
     for name in request:
         if name not in agent.overridable:
             raise RunRequestRefused(
                 name,
-                f"agent {agent.name} does not let a caller set {name!r}; it allows "
+                f"agent {agent.name} does not let a caller set {name}; it allows "
                 f"{_names(agent.overridable)}",
                 kind="not_overridable",
                 choices=sorted(agent.overridable),
@@ -256,6 +258,48 @@ def resolve_run_settings(
         agent=agent.name,
         token_budget=pick("token_budget", agent.token_budget),
     )
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run of an agent is: the provider its turns stream from (configured for the
+    run's model) and the settings stored with the run."""
+
+    provider: ProviderSettings
+    settings: RunSettings
+
+
+def plan_run(
+    agent: Agent,
+    request: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> RunPlan:
+    """A run's provider, model, prompt, tools and limits, from ``agent``, the fields the
+    caller sent (``request``) and the environment's defaults (``env``: ``os.environ``).
+
+    The one place that decides them: the HTTP API creates a run with it, ``GET /agents``
+    shows its model, the worker streams from its provider. The model is always one of the
+    run's provider: the agent's own, else that provider's default (the environment's
+    ``AWAKEN_MODEL`` only when the agent keeps the environment's provider), or a model the
+    caller may choose. ``AWAKEN_ALLOWED_MODELS`` are the environment's provider's models, so
+    they widen the choice only of agents that keep it. Raises :class:`RunRequestRefused`.
+    """
+    import os
+
+    from awaken_s3.service.config import ApiSettings
+
+    source = os.environ if env is None else env
+    provider = agent.provider_settings(source)
+    keeps_environment = agent.provider is None or agent.provider == _environment_provider(source)
+    extra = ApiSettings.from_env(source).allowed_models if keeps_environment else frozenset()
+    settings = resolve_run_settings(
+        agent, request or {}, default_model=provider.model, allowed_models=extra
+    )
+    return RunPlan(provider.model_copy(update={"model": settings.model}), settings)
+
+
+def _environment_provider(env: Mapping[str, str]) -> str:
+    return (env.get("AWAKEN_PROVIDER") or "bedrock").strip().lower()
 
 
 class App:
@@ -328,20 +372,26 @@ class App:
         return lambda_handler
 
 
-def default_app() -> App:
-    """The app of this repository's own handlers: one agent, ``default``, configured from the
-    environment as before agents existed: the environment's provider and model, no tools, no
-    system prompt of its own, and a caller may set the system prompt, an allowed model and the
-    limits of its run."""
-    return App(
-        [
-            Agent(
-                "default",
-                description="The model the environment configures (AWAKEN_PROVIDER, AWAKEN_MODEL).",
-                overridable={"system", "model", "tools", "max_tokens", "temperature", "max_turns"},
-            )
-        ]
+#: the name of the agent of an app built without agents (:func:`default_agent`)
+DEFAULT_AGENT_NAME: Final = "default"
+
+
+def default_agent(tools: Iterable[Tool[..., Any] | Callable[..., Any]] = ()) -> Agent:
+    """The agent of this repository's own handlers, and of a run loop or worker given tools
+    instead of an app: the environment's provider and model, no system prompt of its own,
+    and a caller may set the system prompt, an allowed model, the tools and the limits of its
+    run."""
+    return Agent(
+        DEFAULT_AGENT_NAME,
+        description="The model the environment configures (AWAKEN_PROVIDER, AWAKEN_MODEL).",
+        tools=list(tools),
+        overridable={"system", "model", "tools", "max_tokens", "temperature", "max_turns"},
     )
+
+
+def default_app() -> App:
+    """The app of this repository's own handlers: the one :func:`default_agent`."""
+    return App([default_agent()])
 
 
 def load_app(reference: str) -> App:

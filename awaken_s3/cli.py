@@ -103,10 +103,21 @@ def _add_checkpoints_parser(sub: argparse._SubParsersAction[argparse.ArgumentPar
     show = ckpt_sub.add_parser(
         "show",
         help="a run's checkpoint and the recovery plan it implies",
-        description="A run's checkpoint and the recovery plan it implies (reads S3 only).",
+        description="A run's checkpoint and the recovery plan it implies (reads S3 only: "
+        "without --owner it lists the checkpoint prefix to find the run).",
         **documented,  # type: ignore[arg-type]
     )
-    show.add_argument("run_id", help="the run id as stored (the API's stored form)")
+    show.add_argument(
+        "run_id",
+        help="the run id as its caller knows it (the API's run_id), or as stored (as "
+        "`checkpoints list` prints it)",
+    )
+    show.add_argument(
+        "--owner",
+        metavar="SUB",
+        help="the caller's JWT subject: finds its run without listing the bucket, and picks "
+        "it when callers share the run id",
+    )
     show.add_argument("--json", action="store_true", help="machine-readable output")
     ckpt_sub.add_parser(
         "list",
@@ -158,10 +169,50 @@ def _describe(stored: StoredCheckpoint, where: str) -> list[str]:
     return lines
 
 
-async def _show(store: S3StreamCheckpointStore, run_id: str, as_json: bool) -> int:
+async def _stored_ids(store: S3StreamCheckpointStore, run_id: str) -> list[str]:
+    """The stored ids ``run_id`` may name: itself, if a checkpoint is stored under it, and
+    every caller's run of that id (``<owner tag>-<run_id>``)."""
+    from awaken_s3.service.scoping import TAG_LENGTH
+
+    found = []
+    async for stored in store.list_run_ids():
+        tag, dash, rest = stored.partition("-")
+        scoped = len(tag) == TAG_LENGTH and dash and all(c in "0123456789abcdef" for c in tag)
+        if stored == run_id or (scoped and rest == run_id):
+            found.append(stored)
+    return found
+
+
+async def _resolve(store: S3StreamCheckpointStore, run_id: str, owner: str | None) -> str | None:
+    """The stored id to show, or None after saying why there is none to pick."""
+    from awaken_s3.service.scoping import scoped_id
+
+    if owner is not None:
+        return scoped_id(owner, run_id)
+    found = await _stored_ids(store, run_id)
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        print(f"no checkpoint for run {run_id}", file=sys.stderr)
+    else:
+        print(
+            f"{len(found)} checkpoints answer to run {run_id}: {', '.join(sorted(found))}; "
+            "name one as stored, or give the caller with --owner SUB",
+            file=sys.stderr,
+        )
+    return None
+
+
+async def _show(
+    store: S3StreamCheckpointStore, run_id: str, as_json: bool, owner: str | None = None
+) -> int:
     from awaken_s3.streaming.cleanup import read_checkpoint
     from awaken_s3.streaming.fate import Absent, Corrupt, NewerSchema, Unreadable
 
+    resolved = await _resolve(store, run_id, owner)
+    if resolved is None:
+        return 1
+    run_id = resolved
     stored = await read_checkpoint(store, run_id)
     match stored:
         case Unreadable(error=error):
@@ -248,7 +299,7 @@ async def _checkpoints(args: argparse.Namespace, settings: StorageSettings, targ
             store = S3StreamCheckpointStore(
                 settings.bucket, prefix=settings.checkpoint_prefix, client=s3
             )
-            return await _show(store, args.run_id, args.json)
+            return await _show(store, args.run_id, args.json, args.owner)
     async with open_services(settings) as stores:
         target.s3_endpoint = stores.s3.meta.endpoint_url
         target.dynamodb_endpoint = stores.dynamodb.meta.endpoint_url
@@ -333,6 +384,10 @@ def _run_checkpoints(parser: argparse.ArgumentParser, args: argparse.Namespace) 
         settings = StorageSettings.from_env(need_table=args.action != "show")
         if args.action == "show":
             validate_run_id(args.run_id)
+            if args.owner is not None:
+                from awaken_s3.service.scoping import validate_public_run_id
+
+                validate_public_run_id(args.run_id)
         if getattr(args, "older_than", None) is not None and args.older_than <= 0:
             raise SettingsError("--older-than must be a positive number of hours")
         problem = bad_endpoint_setting(os.environ)

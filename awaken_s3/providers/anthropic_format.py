@@ -26,6 +26,7 @@ from awaken_s3.providers.stream_state import (
     normalise_stop_reason,
     request_fields,
     rstrip_prefill,
+    without_empty_messages,
 )
 from awaken_s3.streaming.events import (
     ProviderBlockDone,
@@ -48,8 +49,8 @@ _log = logging.getLogger("awaken_s3.providers")
 
 def _block(block: AnyBlock) -> dict[str, Any] | None:
     if isinstance(block, TextBlock):
-        # The API rejects empty text blocks.
-        return {"type": "text", "text": block.text} if block.text else None
+        # The API rejects text blocks that are empty or only whitespace.
+        return {"type": "text", "text": block.text} if block.text.strip() else None
     if isinstance(block, ToolUseBlock):
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
     if isinstance(block, ToolResultBlock):
@@ -85,7 +86,7 @@ def build_anthropic_request(
     params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,
-        "messages": [_message(m) for m in rstrip_prefill(request.messages)],
+        "messages": without_empty_messages([_message(m) for m in rstrip_prefill(request.messages)]),
     }
     if request.system:
         params["system"] = request.system

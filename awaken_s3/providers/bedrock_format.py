@@ -26,6 +26,7 @@ from awaken_s3.providers.stream_state import (
     normalise_stop_reason,
     request_fields,
     rstrip_prefill,
+    without_empty_messages,
 )
 from awaken_s3.streaming.events import (
     ReasoningDelta,
@@ -44,8 +45,8 @@ from awaken_s3.streaming.provider import ModelRequest
 
 def _block(block: AnyBlock) -> dict[str, Any] | None:
     if isinstance(block, TextBlock):
-        # Converse rejects blank text blocks.
-        return {"text": block.text} if block.text else None
+        # Converse rejects blank text blocks (empty or only whitespace).
+        return {"text": block.text} if block.text.strip() else None
     if isinstance(block, ToolUseBlock):
         return {"toolUse": {"toolUseId": block.id, "name": block.name, "input": block.input}}
     if isinstance(block, ToolResultBlock):
@@ -91,7 +92,7 @@ def build_converse_request(
         inference["stopSequences"] = list(request.stop_sequences)
     params: dict[str, Any] = {
         "modelId": request.model,
-        "messages": [_message(m) for m in rstrip_prefill(request.messages)],
+        "messages": without_empty_messages([_message(m) for m in rstrip_prefill(request.messages)]),
         "inferenceConfig": inference,
     }
     if request.system:

@@ -171,6 +171,26 @@ def ends_with_assistant(messages: Sequence[Message]) -> bool:
     return bool(messages) and messages[-1].role == "assistant"
 
 
+def without_empty_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Wire messages (``{"role", "content": [...]}``) with none left empty.
+
+    Anthropic and Bedrock refuse a message whose content list is empty, and the adapters drop
+    the blocks the provider would refuse (blank text, unsigned reasoning, another provider's
+    blocks), which can empty a message the thread mended as sendable. Such a message is left
+    out, and the messages of one role it separated are sent as one (Bedrock refuses two in a
+    row; Anthropic would merge them itself).
+    """
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if not message["content"]:
+            continue
+        if out and out[-1]["role"] == message["role"]:
+            out[-1] = {**out[-1], "content": [*out[-1]["content"], *message["content"]]}
+        else:
+            out.append(message)
+    return out
+
+
 def rstrip_prefill(messages: Sequence[Message]) -> list[Message]:
     """Drop trailing whitespace from a trailing assistant message's last text block.
 

@@ -8,11 +8,15 @@ a conversation to:
   (Bedrock Converse rejects that, and the thread could never be used again);
 * a run that ended after its model asked for tools, before their results were committed (a
   step limit, a spent budget, a cancel), leaves tool calls without results, which Anthropic,
-  OpenAI and Bedrock all reject.
+  OpenAI and Bedrock all reject;
+* an empty completion committed before empty turns were given a notice
+  (:func:`awaken_s3.streaming.recovery.never_empty`) left an assistant message with no
+  content, or only blank text, which Anthropic and Bedrock reject anywhere but last.
 
-:func:`request_messages` mends both in the request only, never in the thread: a call without
-a result gets an error result saying it never ran, and consecutive user messages are sent as
-one (tool results first, as Anthropic requires, then the rest in order).
+:func:`request_messages` mends all three in the request only, never in the thread: a call
+without a result gets an error result saying it never ran, a message with nothing to send is
+left out, and consecutive user messages are sent as one (tool results first, as Anthropic
+requires, then the rest in order).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from awaken_s3.messages import ContentBlock, Message, ToolResultBlock
+from awaken_s3.messages import ContentBlock, Message, TextBlock, ToolResultBlock
 
 NOT_RUN: Final = "This tool call was not run: its run ended before the tools were called."
 
@@ -55,6 +59,12 @@ def _with_missing_results(history: Sequence[Message]) -> list[Message]:
     return out
 
 
+def _says_something(message: Message) -> bool:
+    """Whether ``message`` holds any block but blank text (the providers drop blank text, and
+    refuse a message left with nothing)."""
+    return any(not isinstance(b, TextBlock) or b.text.strip() for b in message.content)
+
+
 def _merged(first: Message, second: Message) -> Message:
     blocks: list[ContentBlock] = [*first.content, *second.content]
     results = [b for b in blocks if isinstance(b, ToolResultBlock)]
@@ -66,6 +76,8 @@ def request_messages(history: Sequence[Message]) -> tuple[Message, ...]:
     """``history`` as a request may send it (see the module's docstring)."""
     out: list[Message] = []
     for message in _with_missing_results(history):
+        if not _says_something(message):
+            continue
         if out and out[-1].role == "user" and message.role == "user":
             out[-1] = _merged(out[-1], message)
         else:

@@ -99,9 +99,9 @@ class RunLoop:
         if app is not None and tools is not None:
             raise ValueError("give the tools to the app's agents, not to the loop")
         if app is None:
-            from awaken_s3.agents import Agent, App
+            from awaken_s3.agents import App, default_agent
 
-            app = App([Agent("default", tools=list(tools or ToolRegistry()))])
+            app = App([default_agent(tools or ToolRegistry())])
         self.app, self.provider_for = app, provider_for
         self.store, self.runner, self.checkpoints = store, runner, checkpoints
         self.worker_id, self.lease_seconds, self.renew_every = worker_id, lease_seconds, renew_every

@@ -38,6 +38,7 @@ from awaken_s3.failures import FailureCode
 from awaken_s3.ids import InvalidIdError
 from awaken_s3.service import runs
 from awaken_s3.service.http_models import (
+    ID_RULE,
     MAX_BODY_BYTES,
     CreateRunRequest,
     CreateThreadRequest,
@@ -192,7 +193,8 @@ def path_id(value: str, validate: Callable[[str], str]) -> str:
     try:
         return validate(value)
     except InvalidIdError as exc:
-        raise ApiError(HTTPStatus.BAD_REQUEST, "invalid_id", str(exc)) from exc
+        # Fixed words: what the caller put in the path is not repeated.
+        raise ApiError(HTTPStatus.BAD_REQUEST, "invalid_id", ID_RULE) from exc
 
 
 def raw_body() -> bytes:
@@ -238,7 +240,7 @@ def parse_body(model: type[M]) -> M:
             HTTPStatus.UNPROCESSABLE_ENTITY,
             "invalid_request",
             "the body has invalid fields",
-            validation_details(cast(list[Any], exc.errors())),
+            validation_details(cast(list[Any], exc.errors()), model.model_fields),
         ) from exc
 
 
@@ -270,32 +272,19 @@ def agent_for(request: CreateRunRequest) -> Agent:
     try:
         return served_app().agent(request.agent)
     except UnknownAgent as exc:
-        raise _refused("agent", str(exc), FailureCode.UNKNOWN_AGENT, exc.choices) from exc
-
-
-def default_model(agent: Agent) -> str:
-    """The model a run of ``agent`` uses unless it names one: the agent's, else the
-    environment's."""
-    from awaken_s3.providers.config import ProviderSettings
-
-    return agent.model or ProviderSettings.from_env().model
+        # Fixed words: the name the caller sent is not repeated.
+        message = f"no such agent; the agents are {', '.join(exc.choices)}"
+        raise _refused("agent", message, FailureCode.UNKNOWN_AGENT, exc.choices) from exc
 
 
 def settings_for(request: CreateRunRequest) -> RunSettings:
-    """The run's settings: the agent's, with the overrides it allows (422 otherwise, before
-    anything is stored or enqueued)."""
-    from awaken_s3.agents import RunRequestRefused, resolve_run_settings
-    from awaken_s3.service.config import allowed_models
+    """The run's settings (:func:`awaken_s3.agents.plan_run`): the agent's, with the overrides
+    it allows (422 otherwise, before anything is stored or enqueued)."""
+    from awaken_s3.agents import RunRequestRefused, plan_run
 
     agent = agent_for(request)
-    model = default_model(agent)
     try:
-        return resolve_run_settings(
-            agent,
-            request.overrides(),
-            default_model=model,
-            allowed_models=allowed_models(default=model),
-        )
+        return plan_run(agent, request.overrides()).settings
     except RunRequestRefused as exc:
         raise _refused(exc.field, str(exc), exc.kind, exc.choices) from exc
 
@@ -305,7 +294,9 @@ def settings_for(request: CreateRunRequest) -> RunSettings:
 
 def list_agents() -> Response[str]:
     caller()
-    agents = [agent_view(agent, model=default_model(agent)) for agent in served_app()]
+    from awaken_s3.agents import plan_run
+
+    agents = [agent_view(agent, model=plan_run(agent).settings.model) for agent in served_app()]
     return _json(HTTPStatus.OK, {"agents": agents})
 
 

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import unicodedata
+from collections.abc import Collection
+from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic_core import PydanticCustomError
 
 from awaken_s3.agents import MAX_TOKENS_LIMIT, MAX_TURNS_LIMIT, Agent
 from awaken_s3.messages import Message
 from awaken_s3.service.public_errors import public_error
-from awaken_s3.service.scoping import PublicRunId, PublicThreadId, public_id
+from awaken_s3.service.scoping import (
+    MAX_PUBLIC_ID_LENGTH,
+    PublicRunId,
+    PublicThreadId,
+    public_id,
+)
 from awaken_s3.threads.models import RunState, Thread
 
 #: request bodies above this are refused with 413 before parsing
@@ -20,6 +28,33 @@ MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 MetadataValue = Annotated[str, StringConstraints(max_length=1024)]
 ToolName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 AgentName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+
+#: characters that draw nothing: controls, format characters (zero-width spaces and joiners,
+#: the byte-order mark, direction marks), separators, lone combining marks, unassigned and
+#: surrogate code points
+_INVISIBLE_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Cn", "Zs", "Zl", "Zp", "Mn", "Me"})
+#: letters and symbols that are drawn as blank space (Hangul fillers, the braille blank)
+_BLANK_GLYPHS: Final = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def has_visible_text(text: str) -> bool:
+    """Whether ``text`` shows anything: the providers refuse a message of only whitespace,
+    and one of only invisible characters gives the model nothing to answer."""
+    return any(
+        not char.isspace()
+        and char not in _BLANK_GLYPHS
+        and unicodedata.category(char) not in _INVISIBLE_CATEGORIES
+        for char in text
+    )
+
+
+def _visible(text: str) -> str:
+    if not has_visible_text(text):
+        raise PydanticCustomError("blank_message", "the message has no visible text")
+    return text
+
+
+UserText = Annotated[str, StringConstraints(min_length=1), AfterValidator(_visible)]
 
 
 class CreateThreadRequest(BaseModel):
@@ -38,7 +73,7 @@ class CreateRunRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     #: the user message that starts the run
-    message: Annotated[str, StringConstraints(min_length=1)]
+    message: UserText
     #: set it to retry a request safely: the same run id answers with the same run
     run_id: PublicRunId | None = None
     #: one of the app's agents; the app's default agent when absent
@@ -111,13 +146,75 @@ def agent_view(agent: Agent, *, model: str) -> dict[str, Any]:
     }
 
 
-def validation_details(errors: list[Any]) -> list[dict[str, Any]]:
-    """Field errors without the rejected input (it may hold user data or be huge)."""
-    return [
-        {
-            "loc": [str(part) for part in error.get("loc", ())],
-            "msg": str(error.get("msg", "")),
-            "type": str(error.get("type", "")),
-        }
-        for error in errors
-    ]
+#: pydantic error types whose message is a fixed template (a limit, a type, a pattern), never
+#: the rejected input; any other type's message is replaced by :data:`INVALID_VALUE`
+_FIXED_MESSAGE_TYPES: Final = frozenset(
+    {
+        "missing",
+        "extra_forbidden",
+        "string_type",
+        "string_too_short",
+        "string_too_long",
+        "string_pattern_mismatch",
+        "int_type",
+        "int_parsing",
+        "int_from_float",
+        "float_type",
+        "float_parsing",
+        "finite_number",
+        "greater_than",
+        "greater_than_equal",
+        "less_than",
+        "less_than_equal",
+        "bool_type",
+        "bool_parsing",
+        "dict_type",
+        "list_type",
+        "tuple_type",
+        "too_short",
+        "too_long",
+        "model_type",
+        "blank_message",
+    }
+)
+INVALID_VALUE: Final = "invalid value"
+#: what an id field's own validator refuses, said without the id
+ID_RULE: Final = (
+    f"an id is 1 to {MAX_PUBLIC_ID_LENGTH} ASCII letters, digits, '-' or '_', starting with "
+    "a letter or digit"
+)
+
+
+def _location(loc: Any, fields: Collection[str]) -> list[str]:
+    """The error's place, cut where it would name a key the caller chose (an unknown field,
+    a metadata key): only the model's own field names and list positions are kept."""
+    kept: list[str] = []
+    for depth, part in enumerate(loc or ()):
+        if isinstance(part, int) or (depth == 0 and part in fields):
+            kept.append(str(part))
+        else:
+            break
+    return kept
+
+
+def _message(error: Any, loc: list[str], fields: Collection[str]) -> str:
+    kind = str(error.get("type", ""))
+    if kind == "extra_forbidden" and not loc:
+        return f"not a field of this request; the fields are {', '.join(sorted(fields))}"
+    if kind in _FIXED_MESSAGE_TYPES:
+        return str(error.get("msg", ""))
+    if kind == "value_error" and loc[:1] in (["run_id"], ["thread_id"]):
+        return ID_RULE
+    return INVALID_VALUE
+
+
+def validation_details(errors: list[Any], fields: Collection[str] = ()) -> list[dict[str, Any]]:
+    """Field errors that never carry the rejected input (it may hold user data or be huge),
+    nor a key the caller made up: ``fields`` are the model's field names."""
+    details = []
+    for error in errors:
+        loc = _location(error.get("loc"), fields)
+        details.append(
+            {"loc": loc, "msg": _message(error, loc, fields), "type": str(error.get("type", ""))}
+        )
+    return details

@@ -369,9 +369,18 @@ def _invocation_providers(
     environment = ProviderSettings.from_env()
     provider = runtime.run(runtime.provider(environment))
 
+    # Planned once per agent and invocation (reading the settings costs milliseconds, and
+    # the environment does not change within an invocation), not once per turn.
+    planned: dict[str, ProviderSettings] = {}
+
     async def agent_provider(agent: Agent) -> Provider | None:
-        # The agents that keep the environment's provider share the invocation's.
-        wanted = agent.provider_settings()
+        from awaken_s3.agents import plan_run
+
+        # The provider the API planned the agent's runs with; the agents that keep the
+        # environment's share the invocation's.
+        wanted = planned.get(agent.name)
+        if wanted is None:
+            wanted = planned[agent.name] = plan_run(agent).provider
         if provider_key(wanted) == provider_key(environment):
             return None
         return await runtime.provider(wanted)
@@ -461,14 +470,14 @@ def make_handler(
 
     def resolve() -> App:
         if not served:
-            from awaken_s3.agents import Agent, App, load_app
+            from awaken_s3.agents import App, default_agent, load_app
 
             if isinstance(app, App):
                 served.append(app)
             elif isinstance(app, str):
                 served.append(load_app(app))
             else:
-                served.append(App([Agent("default", tools=list(tools or ()))]))
+                served.append(App([default_agent(tools or ())]))
         return served[0]
 
     @logger.inject_lambda_context(clear_state=True)

@@ -26,9 +26,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from awaken_s3.messages import ContentBlock, KeptBlock, Message, TextBlock, ToolUseBlock
+from awaken_s3.messages import (
+    ContentBlock,
+    KeptBlock,
+    Message,
+    ProviderBlock,
+    TextBlock,
+    ToolUseBlock,
+)
 from awaken_s3.models import PartialToolCall, StreamCheckpoint
 from awaken_s3.streaming.outcome import DroppedToolCall
 from awaken_s3.streaming.reasoning import reusable_blocks
@@ -124,3 +131,27 @@ def assemble_turn(
         blocks.append(TextBlock(text=text))
     blocks.extend(tool_calls)
     return Message(role="assistant", content=tuple(blocks))
+
+
+#: the text an empty turn is committed with (see :func:`never_empty`)
+EMPTY_TURN_NOTICE: Final = "The model returned an empty response."
+
+
+def never_empty(message: Message) -> Message:
+    """``message``, or, when it says nothing a request could carry (no text that shows, no
+    tool call, no server block: an empty completion), its reasoning followed by
+    :data:`EMPTY_TURN_NOTICE`.
+
+    Anthropic and Bedrock refuse a request holding an assistant message whose content is
+    empty or only blank text; committed as it came, such a turn would fail every later run of
+    its thread. A notice in its place keeps one committed message per model turn, so the
+    commit, its idempotency and the followers' ``turn_committed`` stay as for any turn.
+    """
+    if any(
+        isinstance(block, ToolUseBlock | ProviderBlock)
+        or (isinstance(block, TextBlock) and block.text.strip())
+        for block in message.content
+    ):
+        return message
+    kept = tuple(block for block in message.content if not isinstance(block, TextBlock))
+    return Message(role=message.role, content=(*kept, TextBlock(text=EMPTY_TURN_NOTICE)))

@@ -61,7 +61,13 @@ from awaken_s3.streaming.fate import Match, match_turn
 from awaken_s3.streaming.outcome import ClassifiedError, DroppedToolCall, Usage
 from awaken_s3.streaming.prefix_form import PrefixForm
 from awaken_s3.streaming.provider import ModelRequest
-from awaken_s3.streaming.recovery import PlanKind, RecoveryPlan, plan_recovery, synthesized_turn
+from awaken_s3.streaming.recovery import (
+    PlanKind,
+    RecoveryPlan,
+    never_empty,
+    plan_recovery,
+    synthesized_turn,
+)
 from awaken_s3.streaming.retry import RandomSource, RetryPolicy, budget_exhausted, classify, decide
 
 log = logging.getLogger("awaken_s3.streaming")
@@ -319,7 +325,9 @@ class TurnMachine:
             _, now_dropped = self.acc.split_tool_calls()
             stop_reason = "tool_use"
         else:
-            message, now_dropped = self.acc.message()
+            streamed, now_dropped = self.acc.message()
+            # An empty completion is committed with a notice: never as an empty message.
+            message = never_empty(streamed)
             assert self.acc.stop_reason is not None
             stop_reason = self.acc.stop_reason
         return self._done(

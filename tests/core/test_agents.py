@@ -14,9 +14,12 @@ from awaken_s3.agents import (
     AgentDefinitionError,
     RunRequestRefused,
     UnknownAgent,
+    default_agent,
     default_app,
+    plan_run,
     resolve_run_settings,
 )
+from awaken_s3.providers.config import DEFAULT_MODELS
 
 
 @tool
@@ -85,7 +88,7 @@ def test_anything_else_is_refused_naming_the_field_and_the_valid_choices(
 def test_an_agent_without_a_model_uses_the_environment_s() -> None:
     assert settings({}, Agent("plain")).model == "env-model"
     # With nothing overridable, even a caller's own tool choice is refused.
-    with pytest.raises(RunRequestRefused, match="does not let a caller set 'tools'"):
+    with pytest.raises(RunRequestRefused, match="does not let a caller set tools"):
         settings({"tools": []}, Agent("plain"))
 
 
@@ -131,6 +134,52 @@ def test_the_default_app_is_one_agent_configured_from_the_environment() -> None:
     assert app.names == ("default",)
     assert app.default.tool_names == ()
     assert "system" in app.default.overridable
+    # The one default agent: the app's, and a loop's or a worker's given bare tools.
+    assert default_agent([lookup]) == Agent(
+        "default",
+        description=app.default.description,
+        tools=[lookup],
+        overridable=app.default.overridable,
+    )
+
+
+BEDROCK_ENV = {"AWAKEN_PROVIDER": "bedrock", "AWAKEN_MODEL": "bedrock-model-1"}
+
+
+@pytest.mark.parametrize(
+    ("agent", "provider", "model"),
+    [
+        (Agent("env"), "bedrock", "bedrock-model-1"),
+        (Agent("same", provider="bedrock"), "bedrock", "bedrock-model-1"),
+        (Agent("own", provider="anthropic"), "anthropic", DEFAULT_MODELS["anthropic"]),
+        (Agent("both", provider="openai", model="gpt-x"), "openai", "gpt-x"),
+        (Agent("named", model="bedrock-model-2"), "bedrock", "bedrock-model-2"),
+    ],
+)
+def test_a_run_s_provider_and_model_come_from_one_plan(
+    agent: Agent, provider: str, model: str
+) -> None:
+    plan = plan_run(agent, {}, BEDROCK_ENV)
+    assert (plan.provider.provider, plan.provider.model, plan.settings.model) == (
+        provider,
+        model,
+        model,
+    )
+
+
+def test_the_environment_s_allowed_models_are_its_provider_s() -> None:
+    env = {**BEDROCK_ENV, "AWAKEN_ALLOWED_MODELS": "bedrock-model-3"}
+    chooser = Agent("c", overridable={"model"}, models=["m-own"])
+    assert plan_run(chooser, {"model": "bedrock-model-3"}, env).settings.model == (
+        "bedrock-model-3"
+    )
+    claude = Agent("a", provider="anthropic", overridable={"model"}, models=["claude-x"])
+    plan = plan_run(claude, {"model": "claude-x"}, env)
+    assert (plan.provider.provider, plan.provider.model) == ("anthropic", "claude-x")
+    with pytest.raises(RunRequestRefused) as refused:
+        plan_run(claude, {"model": "bedrock-model-3"}, env)
+    assert refused.value.choices == ("claude-sonnet-4-5", "claude-x")
+    assert "bedrock-model-3" not in str(refused.value)
 
 
 def test_load_app_imports_module_attribute_and_says_what_is_wrong(

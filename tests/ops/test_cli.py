@@ -89,6 +89,43 @@ def test_show_of_a_missing_run_fails_and_a_bad_id_is_refused(
     assert exited.value.code == 2
 
 
+async def _put_checkpoints(endpoint: str, bucket: str, run_ids: list[str]) -> None:
+    async with aws_clients(endpoint) as (_, s3):
+        store = S3StreamCheckpointStore(bucket, client=s3)
+        for run_id in run_ids:
+            await store.put(_checkpoint(run_id), expected_version=None)
+
+
+@pytest.mark.slow
+def test_show_finds_a_run_by_the_id_its_caller_knows(
+    aws: tuple[str, str], moto_server: MotoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The API stores a caller's run ``r1`` as ``<owner tag>-r1``: ``show r1`` finds it, as
+    ``runs watch r1`` does; the stored id, as ``list`` prints it, still works."""
+    from awaken_s3.service.scoping import scoped_id
+
+    mine, shared_a, shared_b = (
+        scoped_id("user-a", "r1"),
+        scoped_id("user-a", "shared"),
+        scoped_id("user-b", "shared"),
+    )
+    asyncio.run(_put_checkpoints(moto_server.endpoint_url, aws[0], [mine, shared_a, shared_b]))
+
+    assert main(["checkpoints", "show", "r1"]) == 0
+    assert f"s3://{aws[0]}/checkpoints/{mine}.json" in capsys.readouterr().out
+    assert main(["checkpoints", "show", mine, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["checkpoint"]["run_id"] == mine
+
+    # Two callers chose the same run id: both are named, and the caller picks one.
+    assert main(["checkpoints", "show", "shared"]) == 1
+    err = capsys.readouterr().err
+    assert "2 checkpoints answer to run shared" in err and shared_a in err and shared_b in err
+    assert main(["checkpoints", "show", "shared", "--owner", "user-b"]) == 0
+    assert f"checkpoints/{shared_b}.json" in capsys.readouterr().out
+    assert main(["checkpoints", "show", "r1", "--owner", "user-b"]) == 1
+    assert "no checkpoint for run" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_list_judges_every_checkpoint_and_clean_removes_only_stale_ones(
     aws: tuple[str, str], capsys: pytest.CaptureFixture[str]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace as NS
 
-from awaken_s3.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from awaken_s3.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from awaken_s3.providers.anthropic_format import AnthropicStreamTranslator, build_anthropic_request
 from awaken_s3.providers.bedrock_format import ConverseStreamTranslator, build_converse_request
 from awaken_s3.providers.openai_format import OpenAIStreamTranslator, build_openai_messages
@@ -40,6 +40,38 @@ def test_anthropic_skips_empty_text_blocks_and_passes_extra() -> None:
     assert params["stop_sequences"] == ["END"]
     assert params["metadata"] == {"user_id": "u1"}
     assert "system" not in params and "tools" not in params
+
+
+def test_no_message_reaches_anthropic_or_bedrock_empty_or_with_blank_text() -> None:
+    """Reasoning the provider cannot take (unsigned: another provider's) and blank text are
+    dropped; a message left with nothing is left out, and the user messages it separated go
+    as one (Bedrock refuses two in a row)."""
+    unsigned = ThinkingBlock(thinking="from another provider")
+    request = ModelRequest(
+        model="m",
+        messages=[
+            Message.user("first"),
+            Message(role="assistant", content=(unsigned, TextBlock(text=" \n"))),
+            Message.user("second"),
+            Message(role="assistant", content=(TextBlock(text="  "), TextBlock(text="ok"))),
+            Message.user("third"),
+        ],
+    )
+    anthropic = build_anthropic_request(request)["messages"]
+    assert anthropic == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+        {"role": "user", "content": [{"type": "text", "text": "third"}]},
+    ]
+    bedrock = build_converse_request(request)["messages"]
+    assert bedrock == [
+        {"role": "user", "content": [{"text": "first"}, {"text": "second"}]},
+        {"role": "assistant", "content": [{"text": "ok"}]},
+        {"role": "user", "content": [{"text": "third"}]},
+    ]
 
 
 def test_openai_tool_results_come_before_user_text_and_errors_are_marked() -> None:

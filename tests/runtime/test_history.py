@@ -62,7 +62,27 @@ def test_the_run_s_own_pending_calls_are_left_for_the_loop() -> None:
     assert request_messages(history) == history
 
 
-roles = st.lists(st.sampled_from(["user", "assistant", "assistant-tools"]), max_size=12)
+def test_an_empty_assistant_message_is_left_out_and_the_user_messages_around_it_sent_as_one() -> (
+    None
+):
+    for empty in ((), (TextBlock(text=""), TextBlock(text=" \n"))):
+        history = (
+            Message.user("first question"),
+            Message(role="assistant", content=empty),
+            Message.user("second question"),
+        )
+        assert request_messages(history) == (
+            Message(
+                role="user",
+                content=(TextBlock(text="first question"), TextBlock(text="second question")),
+            ),
+        )
+
+
+roles = st.lists(
+    st.sampled_from(["user", "assistant", "assistant-tools", "assistant-empty", "assistant-blank"]),
+    max_size=12,
+)
 
 
 @given(roles)
@@ -73,12 +93,18 @@ def test_whatever_the_history_roles_alternate_and_every_call_has_a_result(kinds:
             history.append(Message.user(f"u{i}"))
         elif kind == "assistant":
             history.append(Message.assistant(f"a{i}"))
+        elif kind == "assistant-empty":
+            history.append(Message(role="assistant", content=()))
+        elif kind == "assistant-blank":
+            history.append(Message.assistant("  \n"))
         else:
             call = ToolUseBlock(id=f"c{i}", name="t", input={})
             history.append(Message(role="assistant", content=(call,)))
     sent = request_messages(history)
     users = [m for m in sent if m.role == "user"]
     assert all(a.role != b.role or a.role == "assistant" for a, b in itertools.pairwise(sent))
+    # No message reaches a provider with nothing to send.
+    assert all(any(not isinstance(b, TextBlock) or b.text.strip() for b in m.content) for m in sent)
     for i, message in enumerate(sent[:-1]):
         for call in message.tool_uses:
             following = sent[i + 1]

@@ -1,5 +1,13 @@
-"""Request validation of the fake Anthropic and Bedrock servers, as the real APIs do it
-with extended thinking on.
+"""Request validation of the fake Anthropic and Bedrock servers, as the real APIs do it.
+
+Always (:func:`anthropic_content_rules`, :func:`bedrock_content_rules`, and the thinking
+rules too):
+
+* Every message's content must be non-empty, except an optional final assistant message
+  (Anthropic; Bedrock allows no exception), and no text block may be blank. The error text
+  is the API's.
+
+With extended thinking on:
 
 * Every thinking block must carry the signature the server issued for its text
   (:func:`tests.providers.wire.anthropic_wire.sign`): reasoning goes back unchanged.
@@ -33,6 +41,19 @@ _FIRST_BLOCK: Final = (
     "the first block must be thinking or redacted_thinking. Found {found}."
 )
 _BAD_SIGNATURE: Final = "messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+_ANTHROPIC_EMPTY: Final = (
+    "messages.{i}: all messages must have non-empty content except for the optional final "
+    "assistant message"
+)
+_ANTHROPIC_BLANK: Final = "messages: text content blocks must contain non-whitespace text"
+_BEDROCK_EMPTY: Final = (
+    "The content field in the Message object at messages.{i} is empty. Add a ContentBlock "
+    "object to the content field and try again."
+)
+_BEDROCK_BLANK: Final = (
+    "The text field in the ContentBlock object at messages.{i}.content.{j} is blank. Add "
+    "text to the text field, and try again."
+)
 
 #: a block reduced to (kind, thinking text, signature): kind is "thinking", "redacted",
 #: "tool_use", "tool_result", "text" or another provider block type
@@ -90,10 +111,44 @@ def _anthropic_block(block: dict[str, Any]) -> _Block:
     return (kind, "", "")
 
 
+def _anthropic_content_error(messages: list[dict[str, Any]]) -> str | None:
+    for i, message in enumerate(messages):
+        content = message["content"]
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        final_assistant = i == len(messages) - 1 and message["role"] == "assistant"
+        if not content and not final_assistant:
+            return _ANTHROPIC_EMPTY.format(i=i)
+        if any(b["type"] == "text" and not b["text"].strip() for b in content):
+            return _ANTHROPIC_BLANK
+    return None
+
+
+def anthropic_content_rules(received: Received) -> Scripted | None:
+    error = _anthropic_content_error(received.json()["messages"])
+    return None if error is None else aw.error_response(400, "invalid_request_error", error)
+
+
+def _bedrock_content_error(messages: list[dict[str, Any]]) -> str | None:
+    for i, message in enumerate(messages):
+        if not message["content"]:
+            return _BEDROCK_EMPTY.format(i=i)
+        for j, block in enumerate(message["content"]):
+            if "text" in block and not block["text"].strip():
+                return _BEDROCK_BLANK.format(i=i, j=j)
+    return None
+
+
+def bedrock_content_rules(received: Received) -> Scripted | None:
+    error = _bedrock_content_error(received.json()["messages"])
+    return None if error is None else bw.error_response(400, "ValidationException", error)
+
+
 def anthropic_thinking_rules(received: Received) -> Scripted | None:
     body = received.json()
-    if not _enabled(body.get("thinking")):
-        return None
+    refused = anthropic_content_rules(received)
+    if refused is not None or not _enabled(body.get("thinking")):
+        return refused
     messages = [
         (m["role"], [_anthropic_block(b) for b in m["content"]])
         if isinstance(m["content"], list)
@@ -122,8 +177,9 @@ def _bedrock_block(block: dict[str, Any]) -> _Block:
 def bedrock_thinking_rules(received: Received) -> Scripted | None:
     body = received.json()
     fields = body.get("additionalModelRequestFields") or {}
-    if not _enabled(fields.get("thinking")):
-        return None
+    refused = bedrock_content_rules(received)
+    if refused is not None or not _enabled(fields.get("thinking")):
+        return refused
     messages = [(m["role"], [_bedrock_block(b) for b in m["content"]]) for m in body["messages"]]
     error = check(messages)
     return None if error is None else bw.error_response(400, "ValidationException", error)
