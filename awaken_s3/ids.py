@@ -33,7 +33,9 @@ def validate_id(value: str, *, kind: str = "id") -> str:
         )
     if _ID_RE.fullmatch(value) is None:
         raise InvalidIdError(
-            f"{kind} {value[:40]!r} may only hold ASCII letters, digits, '-' and '_' "
+            # The value itself is never quoted: this sentence reaches API callers, and an id
+            # that fails the rule is free text from the request.
+            f"{kind} may only hold ASCII letters, digits, '-' and '_' "
             "and must start with a letter or digit"
         )
     return value

@@ -151,3 +151,13 @@ def test_the_handlers_doc_lists_every_public_error_text() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "HANDLERS.md").read_text()
     for code, text in PUBLIC_MESSAGES.items():
         assert f"| `{code}` | {text} |" in doc, code
+
+
+def test_an_id_that_fails_the_rule_is_never_quoted_back() -> None:
+    # Every caller-facing 400 that names a bad id uses this sentence (the HTTP API, the dev
+    # server's own routes, the socket handler): the id is free text from the request.
+    hostile = "<script>alert(1)</script>"
+    with pytest.raises(InvalidIdError) as caught:
+        validate_run_id(hostile)
+    assert "script" not in str(caught.value)
+    assert "may only hold" in str(caught.value)
