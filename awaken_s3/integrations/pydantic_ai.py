@@ -27,12 +27,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic_core import to_jsonable_python
+
 from awaken_s3.integrations._turns import (
     Blocks,
     Calls,
     Finished,
     ResumeOptions,
     Text,
+    canonical_json,
     map_framework_error,
     resumable_ops,
 )
@@ -66,6 +69,7 @@ try:
     from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
     from pydantic_ai.models.wrapper import WrapperModel
     from pydantic_ai.settings import ModelSettings
+    from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.usage import RequestUsage
 except ImportError as exc:  # pragma: no cover - exercised by the install without the extra
     raise ImportError(
@@ -145,7 +149,8 @@ class _ResumableResponse(StreamedResponse):
 
     async def _get_event_iterator(self) -> AsyncIterator[pai.ModelResponseStreamEvent]:
         parts = self._parts_manager
-        async for op in resumable_ops(self.bridge.owner.resume, self.bridge, self.bridge.request):
+        bridge = self.bridge
+        async for op in resumable_ops(bridge.owner.resume, bridge, bridge.request, bridge.shape):
             if isinstance(op, Text):
                 for event in parts.handle_text_delta(vendor_part_id="text", content=op.text):
                     yield event
@@ -229,6 +234,7 @@ class _Bridge:
                 for t in parameters.function_tools
             ),
         )
+        self.shape = request_shape(messages, settings, parameters)
 
     def capabilities(self, model: str) -> ProviderCapabilities:
         return ProviderCapabilities(assistant_prefill=self.owner.resume.prefill)
@@ -311,6 +317,46 @@ class _FromPydanticAI:
             n = self.tools[index] = len(self.tools)
             return [ToolCallStart(n, part.tool_call_id, part.tool_name), *_arguments(n, part.args)]
         return []
+
+
+#: settings of the transport, not of the answer: a rerun may change them and still resume
+_TRANSPORT_SETTINGS = frozenset(
+    {"timeout", "request_timeout", "first_event_timeout", "max_retries"}
+)
+
+
+def request_shape(
+    messages: list[pai.ModelMessage],
+    settings: ModelSettings | None,
+    parameters: ModelRequestParameters,
+) -> dict[str, object]:
+    """What shapes the answer besides the messages' text and the function tools: the model
+    settings, the output schema (an output tool, a native or prompted output object), and
+    the user content that is not text (its digest)."""
+    return {
+        "settings": {k: v for k, v in (settings or {}).items() if k not in _TRANSPORT_SETTINGS},
+        "function_tools": [_tool(t) for t in parameters.function_tools],
+        "output_mode": parameters.output_mode,
+        "output_tools": [_tool(t) for t in parameters.output_tools],
+        "output_object": parameters.output_object,
+        "prompted_output_template": parameters.prompted_output_template,
+        "allow_text_output": parameters.allow_text_output,
+        "allow_image_output": parameters.allow_image_output,
+        "native_tools": parameters.native_tools,
+        "media": [
+            canonical_json(to_jsonable_python(item, bytes_mode="base64"))
+            for message in messages
+            if isinstance(message, pai.ModelRequest)
+            for part in message.parts
+            if isinstance(part, pai.UserPromptPart) and not isinstance(part.content, str)
+            for item in part.content
+            if not isinstance(item, str)
+        ],
+    }
+
+
+def _tool(tool: ToolDefinition) -> list[object]:
+    return [tool.name, tool.description, tool.parameters_json_schema, tool.strict]
 
 
 def _arguments(index: int, args: str | dict[str, Any] | None) -> list[StreamEvent]:

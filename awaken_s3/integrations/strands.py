@@ -31,6 +31,7 @@ from awaken_s3.integrations._turns import (
     Op,
     ResumeOptions,
     Text,
+    canonical_json,
     map_framework_error,
     resumable_ops,
 )
@@ -114,7 +115,7 @@ class ResumableModel(Model):
         bridge = _StrandsBridge(self, list(messages), tool_specs, system_prompt, kwargs)
         translator = _ToStrands()
         yield {"messageStart": {"role": "assistant"}}
-        async for op in resumable_ops(self.resume, bridge, bridge.request):
+        async for op in resumable_ops(self.resume, bridge, bridge.request, bridge.shape):
             for event in translator.events(op):
                 yield event
 
@@ -146,6 +147,7 @@ class _StrandsBridge:
             system=system_prompt,
             tools=tuple(_tool_spec(spec) for spec in tool_specs or ()),
         )
+        self.shape = request_shape(messages, config, kwargs)
 
     def capabilities(self, model: str) -> ProviderCapabilities:
         return ProviderCapabilities(assistant_prefill=self.owner.resume.prefill)
@@ -243,6 +245,33 @@ def _reasoning_events(block: Any) -> list[dict[str, Any]]:
             {"contentBlockStop": {}},
         ]
     return []
+
+
+#: the keyword arguments of ``Model.stream`` that shape the answer; the others (the
+#: invocation's state, the agent's metadata, a cancel signal, where cache points go) are
+#: per invocation or per process, and a rerun must still resume
+_SHAPING_ARGUMENTS = ("tool_choice", "system_prompt_content", "structured_output_model")
+#: what :func:`to_message` carries of a message; any other block (an image, a document) is
+#: bound by its digest
+_CARRIED = frozenset({"text", "toolUse", "toolResult", "reasoningContent", "cachePoint"})
+
+
+def request_shape(
+    messages: list[Any], config: object, kwargs: Mapping[str, Any]
+) -> dict[str, object]:
+    """What shapes the answer besides the messages' text and the tools: the model's
+    configuration (its model id, its parameters), the call's shaping arguments, and the
+    content blocks the provider-neutral messages do not carry."""
+    return {
+        "config": config,
+        "arguments": {name: kwargs.get(name) for name in _SHAPING_ARGUMENTS},
+        "media": [
+            canonical_json(block)
+            for message in messages
+            for block in message.get("content", [])
+            if not _CARRIED.issuperset(block)
+        ],
+    }
 
 
 def _tool_spec(spec: Mapping[str, Any]) -> ToolSpec:
