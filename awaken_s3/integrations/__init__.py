@@ -8,6 +8,6 @@ through the same turn runner as the service (checkpoints, R1-R4, the seam check)
 framework receives the whole turn: the recovered prefix first, then the continuation.
 """
 
-from awaken_s3.integrations._turns import ResumableTurnError
+from awaken_s3.integrations._turns import ResumableTurnError, checkpoint_key
 
-__all__ = ["ResumableTurnError"]
+__all__ = ["ResumableTurnError", "checkpoint_key"]

@@ -21,11 +21,14 @@ or the complete tool calls of an R2 plan without a model call). Needs the extra
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+import os
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from pydantic_core import to_jsonable_python
 
@@ -66,6 +69,7 @@ from awaken_s3.streaming.retry import RetryPolicy
 
 try:
     from pydantic_ai import messages as pai
+    from pydantic_ai.agent import AbstractAgent, AgentRun, AgentRunResult, ModelRequestNode
     from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
     from pydantic_ai.models.wrapper import WrapperModel
     from pydantic_ai.settings import ModelSettings
@@ -76,7 +80,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the install withou
         "awaken_s3.integrations.pydantic_ai needs Pydantic AI: pip install 'awaken-s3[pydantic-ai]'"
     ) from exc
 
-__all__ = ["ResumableModel"]
+__all__ = ["MessageFile", "MessageStore", "ResumableModel", "run_resumable"]
 
 _FINISH_REASONS: dict[str, pai.FinishReason] = {
     "end_turn": "stop",
@@ -429,3 +433,89 @@ def from_message(message: Message) -> pai.ModelMessage:
         elif isinstance(block, TextBlock):
             parts.append(pai.TextPart(content=block.text))
     return pai.ModelResponse(parts=parts)
+
+
+class MessageStore(Protocol):
+    """Where :func:`run_resumable` keeps a conversation: its messages, and the id of the run
+    that last saved them (a file: :class:`MessageFile`; a database row works the same)."""
+
+    def load(self) -> tuple[str | None, list[pai.ModelMessage]]: ...
+
+    def save(self, run_id: str, messages: Sequence[pai.ModelMessage]) -> None: ...
+
+
+class MessageFile:
+    """A conversation's messages in a JSON file, as Pydantic AI serialises them
+    (``ModelMessagesTypeAdapter``), with the id of the run that last saved them. Each save
+    replaces the file whole (a temporary file, fsync, rename), so a crash leaves the last
+    save readable."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def load(self) -> tuple[str | None, list[pai.ModelMessage]]:
+        try:
+            data = json.loads(self.path.read_bytes())
+        except FileNotFoundError:
+            return None, []
+        run_id = data.get("run_id")
+        messages = pai.ModelMessagesTypeAdapter.validate_python(data.get("messages", []))
+        return (run_id if isinstance(run_id, str) else None), messages
+
+    def save(self, run_id: str, messages: Sequence[pai.ModelMessage]) -> None:
+        body = json.dumps(
+            {
+                "run_id": run_id,
+                "messages": pai.ModelMessagesTypeAdapter.dump_python(list(messages), mode="json"),
+            }
+        ).encode()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
+        with temporary.open("wb") as out:
+            out.write(body)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, self.path)
+
+
+async def run_resumable(
+    agent: AbstractAgent[Any, Any],
+    prompt: str | Sequence[pai.UserContent] | None,
+    *,
+    run_id: str,
+    history: MessageStore,
+    **run_kwargs: Any,
+) -> AgentRunResult[Any]:
+    """Run ``agent`` on ``prompt`` through ``agent.iter``, saving the conversation to
+    ``history`` at every step, so a crash of the whole loop loses no finished step.
+
+    Run it again with the same ``run_id`` after a crash and the run goes on from the last
+    step saved, without its prompt (already saved): a model call that was cut resumes from
+    its checkpoint (with a ``ResumableModel``), tool calls whose results were saved do not
+    run again, and tool calls that were running when the process died run again (their
+    results were never saved). A new ``run_id`` appends ``prompt`` to the conversation saved.
+    Other keyword arguments go to ``agent.iter`` (``message_history`` only for a conversation
+    that has nothing saved)."""
+    saved_run, messages = history.load()
+    rerun = saved_run == run_id and bool(messages)
+    if messages:
+        run_kwargs["message_history"] = messages
+    async with agent.iter(None if rerun else prompt, **run_kwargs) as run:
+        async for node in run:
+            step = _messages_so_far(run, node)
+            # Before this run's first request is sent, what is saved is still the last run's:
+            # marking it as this run's would drop this run's prompt on a rerun.
+            if rerun or isinstance(node, ModelRequestNode) or len(step) > len(messages):
+                history.save(run_id, step)
+    if run.result is None:  # pragma: no cover - an iteration that ended without End raised
+        raise RuntimeError("the agent run ended without a result")
+    return run.result
+
+
+def _messages_so_far(run: AgentRun[Any, Any], node: object) -> list[pai.ModelMessage]:
+    """The conversation as it stands before ``node`` runs: a request node's request is not in
+    the run's messages until it is sent, and it holds the prompt or the tools' results."""
+    messages = list(run.all_messages())
+    if isinstance(node, ModelRequestNode) and not any(m is node.request for m in messages):
+        messages.append(node.request)
+    return messages

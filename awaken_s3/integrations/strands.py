@@ -53,13 +53,16 @@ from awaken_s3.streaming.provider import ModelRequest, ProviderCapabilities, Too
 from awaken_s3.streaming.retry import RetryPolicy
 
 try:
+    from strands import Agent
+    from strands.agent.agent_result import AgentResult
     from strands.models.model import Model
+    from strands.telemetry.metrics import EventLoopMetrics
 except ImportError as exc:  # pragma: no cover - exercised by the install without the extra
     raise ImportError(
         "awaken_s3.integrations.strands needs Strands Agents: pip install 'awaken-s3[strands]'"
     ) from exc
 
-__all__ = ["ResumableModel"]
+__all__ = ["RUN_STATE_KEY", "ResumableModel", "invoke_resumable"]
 
 #: awaken stop reasons as Strands names them
 _STOP_REASONS = {
@@ -344,3 +347,32 @@ def from_message(message: Message) -> dict[str, Any]:
         elif isinstance(block, RedactedThinkingBlock):
             content.append({"reasoningContent": {"redactedContent": base64.b64decode(block.data)}})
     return {"role": message.role, "content": content}
+
+
+#: the key of the agent's state (saved by its session manager) naming the run in progress
+RUN_STATE_KEY = "awaken_s3_run"
+
+
+async def invoke_resumable(
+    agent: Agent, prompt: Any, *, run_id: str, **invoke_kwargs: Any
+) -> AgentResult:
+    """Invoke ``agent`` (restored by its session manager, e.g. ``FileSessionManager``) for
+    the run ``run_id``, so a crash of the whole loop loses no finished step.
+
+    The session saves every message as the agent appends it, and the agent's state with it;
+    the run's id goes into that state before its prompt. Run it again with the same
+    ``run_id`` after a crash and the agent goes on from the last message saved, without the
+    prompt (already saved): a model call that was cut resumes from its checkpoint (with a
+    :class:`ResumableModel`), tool calls whose results were saved do not run again, and tool
+    calls that were running when the process died run again (their results were never
+    saved). A run whose answer was saved returns it without a model call. A new ``run_id``
+    sends ``prompt``."""
+    if agent.state.get(RUN_STATE_KEY) == run_id and agent.messages:
+        last = agent.messages[-1]
+        if last["role"] == "assistant" and not any("toolUse" in b for b in last["content"]):
+            return AgentResult(
+                stop_reason="end_turn", message=last, metrics=EventLoopMetrics(), state={}
+            )
+        return await agent.invoke_async(None, **invoke_kwargs)
+    agent.state.set(RUN_STATE_KEY, run_id)
+    return await agent.invoke_async(prompt, **invoke_kwargs)
