@@ -80,7 +80,14 @@ except ImportError as exc:  # pragma: no cover - exercised by the install withou
         "awaken_s3.integrations.pydantic_ai needs Pydantic AI: pip install 'awaken-s3[pydantic-ai]'"
     ) from exc
 
-__all__ = ["MessageFile", "MessageStore", "ResumableModel", "run_resumable"]
+__all__ = [
+    "MessageFile",
+    "MessageStore",
+    "ResumableModel",
+    "SavingRun",
+    "iter_resumable",
+    "run_resumable",
+]
 
 _FINISH_REASONS: dict[str, pai.FinishReason] = {
     "end_turn": "stop",
@@ -484,32 +491,86 @@ async def run_resumable(
     *,
     run_id: str,
     history: MessageStore,
-    **run_kwargs: Any,
+    **iter_kwargs: Any,
 ) -> AgentRunResult[Any]:
-    """Run ``agent`` on ``prompt`` through ``agent.iter``, saving the conversation to
-    ``history`` at every step, so a crash of the whole loop loses no finished step.
-
-    Run it again with the same ``run_id`` after a crash and the run goes on from the last
-    step saved, without its prompt (already saved): a model call that was cut resumes from
-    its checkpoint (with a ``ResumableModel``), tool calls whose results were saved do not
-    run again, and tool calls that were running when the process died run again (their
-    results were never saved). A new ``run_id`` appends ``prompt`` to the conversation saved.
-    Other keyword arguments go to ``agent.iter`` (``message_history`` only for a conversation
-    that has nothing saved)."""
-    saved_run, messages = history.load()
-    rerun = saved_run == run_id and bool(messages)
-    if messages:
-        run_kwargs["message_history"] = messages
-    async with agent.iter(None if rerun else prompt, **run_kwargs) as run:
-        async for node in run:
-            step = _messages_so_far(run, node)
-            # Before this run's first request is sent, what is saved is still the last run's:
-            # marking it as this run's would drop this run's prompt on a rerun.
-            if rerun or isinstance(node, ModelRequestNode) or len(step) > len(messages):
-                history.save(run_id, step)
+    """Run ``agent`` on ``prompt`` to its end through :func:`iter_resumable`, the
+    conversation saved to ``history`` at every step; its result. Rerun it with the same
+    ``run_id`` after a crash of the whole loop: it goes on from the last step saved."""
+    async with iter_resumable(agent, prompt, run_id=run_id, history=history, **iter_kwargs) as run:
+        async for _ in run:
+            pass
     if run.result is None:  # pragma: no cover - an iteration that ended without End raised
         raise RuntimeError("the agent run ended without a result")
     return run.result
+
+
+@asynccontextmanager
+async def iter_resumable(
+    agent: AbstractAgent[Any, Any],
+    prompt: str | Sequence[pai.UserContent] | None,
+    *,
+    run_id: str,
+    history: MessageStore,
+    **iter_kwargs: Any,
+) -> AsyncIterator[SavingRun]:
+    """``agent.iter`` on ``prompt`` whose conversation is saved to ``history`` before each
+    node runs, so a crash of the whole loop loses no finished step. Iterate it (and stream
+    a node with ``node.stream(run.ctx)``) as Pydantic AI's own ``agent.iter``.
+
+    Open it again with the same ``run_id`` after a crash and the run goes on from the last
+    step saved, without its prompt (already saved): a model call that was cut resumes from
+    its checkpoint (with a :class:`ResumableModel`), tool calls whose results were saved do
+    not run again, and tool calls that were running when the process died run again (their
+    results were never saved). A new ``run_id`` appends ``prompt`` to the conversation saved.
+    Other keyword arguments go to ``agent.iter`` (``message_history`` only for a
+    conversation that has nothing saved)."""
+    saved_run, messages = history.load()
+    rerun = saved_run == run_id and bool(messages)
+    if messages:
+        iter_kwargs["message_history"] = messages
+    async with agent.iter(None if rerun else prompt, **iter_kwargs) as run:
+        yield SavingRun(run, run_id, history, started=rerun, before=len(messages))
+
+
+class SavingRun:
+    """A Pydantic AI ``AgentRun`` whose conversation is saved before each node it yields
+    runs; its ``ctx`` and ``result`` are the run's."""
+
+    def __init__(
+        self,
+        run: AgentRun[Any, Any],
+        run_id: str,
+        history: MessageStore,
+        *,
+        started: bool,
+        before: int,
+    ) -> None:
+        self.run, self.run_id, self.history = run, run_id, history
+        self.started, self.before = started, before
+
+    @property
+    def ctx(self) -> Any:
+        return self.run.ctx
+
+    @property
+    def result(self) -> AgentRunResult[Any] | None:
+        return self.run.result
+
+    def all_messages(self) -> list[pai.ModelMessage]:
+        return self.run.all_messages()
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._nodes()
+
+    async def _nodes(self) -> AsyncIterator[Any]:
+        async for node in self.run:
+            step = _messages_so_far(self.run, node)
+            # Until this run's first request is about to go out, what is saved is the last
+            # run's: marking it as this run's would drop this run's prompt on a rerun.
+            self.started = self.started or len(step) > self.before
+            if self.started:
+                self.history.save(self.run_id, step)
+            yield node
 
 
 def _messages_so_far(run: AgentRun[Any, Any], node: object) -> list[pai.ModelMessage]:
