@@ -121,6 +121,7 @@ async def run_pydantic_ai(config: dict[str, Any], store: FsStreamCheckpointStore
             async for node in run:
                 requested = requested or Agent.is_model_request_node(node)
                 if config.get("streaming") and Agent.is_model_request_node(node):
+                    events: Any
                     async with node.stream(run.ctx) as events:
                         seen += [event async for event in events]
         assert run.result is not None

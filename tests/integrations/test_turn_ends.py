@@ -206,7 +206,7 @@ def photo(data: bytes) -> list[Any]:
 
 
 #: the request that was cut, and another one under the same key: (prompt, run keywords)
-OTHER_REQUESTS = {
+OTHER_REQUESTS: dict[str, tuple[tuple[Any, dict[str, Any]], tuple[Any, dict[str, Any]]]] = {
     "another prompt": ((PARIS, {}), ("What is the weather in Lyon?", {})),
     "another image": ((photo(b"\x89PNG-one"), {}), (photo(b"\x89PNG-two"), {})),
     "other settings": (
