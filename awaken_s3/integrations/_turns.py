@@ -157,7 +157,7 @@ def canonical_json(value: object) -> str:
 def _stable(value: object) -> object:
     if isinstance(value, bytes | bytearray):
         return {"sha256": hashlib.sha256(value).hexdigest()}
-    if isinstance(value, type) and issubclass(value, BaseModel):
+    if isinstance(value, type) and issubclass(value, BaseModel) and value is not BaseModel:
         return {"schema": value.model_json_schema()}
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")

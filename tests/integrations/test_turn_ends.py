@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from awaken_s3 import CheckpointPolicy
+from awaken_s3 import CheckpointPolicy, Message, ModelRequest
 from awaken_s3.integrations import checkpoint_key
+from awaken_s3.integrations._turns import request_digest
 from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
 from awaken_s3.streaming.continuation import CONTINUE_INSTRUCTION
 from tests.integrations.test_resume_after_kill import messages
@@ -278,19 +279,31 @@ async def test_strands_another_model_configuration_under_the_key_starts_fresh(
     assert await store.get(KEY) is None
 
 
+#: the same request again, though the transport settings changed: (cut run, rerun) keywords
+SAME_REQUESTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "as it was": ({}, {}),
+    "another timeout": (
+        {"model_settings": {"timeout": 30.0}},
+        {"model_settings": {"timeout": 90.0}},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(SAME_REQUESTS))
 @pytest.mark.parametrize("dialect_name", DIALECTS)
 async def test_pydantic_ai_the_same_request_under_the_key_resumes_the_cut_turn(
-    dialect_name: str, wire: WireServer
+    case: str, dialect_name: str, wire: WireServer
 ) -> None:
     """The binding keeps what it is for: the request that was cut, made again, continues."""
     d = by_name(dialect_name)
     store = InMemoryStreamCheckpointStore()
     inner = pydantic_model(d, wire)
+    cut_kwargs, kwargs = SAME_REQUESTS[case]
     wire.push(d.stream(d.start(), d.text(["The weather ", "in Paris is "]), [STALL]))
-    await cut_when_saved(Agent(resumable(store, inner)).run(PARIS), store, PREFIX)
+    await cut_when_saved(Agent(resumable(store, inner)).run(PARIS, **cut_kwargs), store, PREFIX)
 
     wire.push(d.text_turn(["18C."]))
-    result = await Agent(resumable(store, inner)).run(PARIS)
+    result = await Agent(resumable(store, inner)).run(PARIS, **kwargs)
 
     assert result.output == "The weather in Paris is 18C."
     assert messages(d, wire.received[1])[-2:] == [
@@ -298,6 +311,29 @@ async def test_pydantic_ai_the_same_request_under_the_key_resumes_the_cut_turn(
         ("user", CONTINUE_INSTRUCTION),
     ]
     assert await store.get(KEY) is None
+
+
+def test_the_request_digest_is_canonical_and_names_no_memory_address() -> None:
+    request = ModelRequest("m", (Message.user("hi"),), system="be brief")
+
+    class Opaque:
+        pass
+
+    class Forecast(BaseModel):
+        city: str
+        days: int
+
+    def digest(**shape: object) -> str:
+        return request_digest(request, shape)
+
+    # An object JSON cannot hold counts by its type, never by its repr (an address that
+    # differs in the rerun's process).
+    assert digest(client=Opaque()) == digest(client=Opaque())
+    assert digest(a=1, b=[1, 2]) == digest(b=[1, 2], a=1)
+    assert digest(image=b"one") != digest(image=b"two")
+    assert digest(output=Weather) != digest(output=Forecast)
+    assert digest(temperature=0.0) != digest(temperature=1.0)
+    assert len(digest()) == len("req-") + 64
 
 
 def test_checkpoint_key_joins_valid_ids_and_digests_the_rest() -> None:
