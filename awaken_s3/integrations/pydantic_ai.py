@@ -1,21 +1,26 @@
-"""Pydantic AI: a wrapper model whose requests survive the death of their process.
+"""Pydantic AI: a wrapper model whose requests survive the death of their process, and a
+run whose conversation is saved at every step.
 
 ::
 
     from pydantic_ai import Agent
     from awaken_s3 import FsStreamCheckpointStore
-    from awaken_s3.integrations.pydantic_ai import ResumableModel
+    from awaken_s3.integrations import checkpoint_key
+    from awaken_s3.integrations.pydantic_ai import MessageFile, ResumableModel, run_resumable
 
     model = ResumableModel("anthropic:claude-sonnet-4-5", store=FsStreamCheckpointStore("ckpt"),
-                           key="job-7")
+                           key=checkpoint_key("support", run_id))
     agent = Agent(model, tools=[...])
-    agent.run_sync("...")   # killed mid-answer? run it again: it resumes mid-turn
+    history = MessageFile(f"conversations/{run_id}.json")
+    await run_resumable(agent, "...", run_id=run_id, history=history)
+    # killed? run it again with the same run_id: the cut request resumes mid-turn, and the
+    # tools whose results were saved do not run again
 
 Built on Pydantic AI's ``WrapperModel``. Streaming requests (``run_stream``, ``iter``, event
 stream handlers) and plain ones (``run``) both go out as a stream of the wrapped model, so
 both are checkpointed; the agent receives the whole turn (on a resume the saved text first,
-or the complete tool calls of an R2 plan without a model call). Needs the extra
-``awaken-s3[pydantic-ai]``.
+or the complete tool calls of an R2 plan without a model call), and the turn's checkpoint is
+deleted as it does. Needs the extra ``awaken-s3[pydantic-ai]``.
 """
 
 from __future__ import annotations
@@ -101,9 +106,11 @@ _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_call": "tool_
 
 class ResumableModel(WrapperModel):
     """Any Pydantic AI model (or model name), its requests checkpointed in ``store`` under
-    ``key``: the key names the agent run; run the same run again after a crash with the same
-    key and the request that was cut resumes. ``prefill=True`` sends a resumed prefix as a
-    trailing assistant message (only for models that continue one); the default asks the
+    ``key``: the key names the agent run (derive it from the run's id, see
+    :func:`~awaken_s3.integrations.checkpoint_key`). A checkpoint resumes only the request it
+    was written for, so run the same conversation again after a crash (:func:`run_resumable`
+    saves it) and the request that was cut resumes. ``prefill=True`` sends a resumed prefix as
+    a trailing assistant message (only for models that continue one); the default asks the
     model, in a short user message, to continue it."""
 
     def __init__(

@@ -1,20 +1,28 @@
-"""Strands Agents: a model wrapper whose stream survives the death of its process.
+"""Strands Agents: a model wrapper whose stream survives the death of its process, and an
+invocation that goes on from the session saved.
 
 ::
 
     from strands import Agent
     from strands.models.anthropic import AnthropicModel
+    from strands.session.file_session_manager import FileSessionManager
     from awaken_s3 import FsStreamCheckpointStore
-    from awaken_s3.integrations.strands import ResumableModel
+    from awaken_s3.integrations import checkpoint_key
+    from awaken_s3.integrations.strands import ResumableModel, invoke_resumable
 
-    model = ResumableModel(AnthropicModel(...), store=FsStreamCheckpointStore("ckpt"), key="job-7")
-    agent = Agent(model=model, tools=[...])
-    agent("...")   # killed mid-answer? run the same invocation again: it resumes mid-turn
+    model = ResumableModel(AnthropicModel(...), store=FsStreamCheckpointStore("ckpt"),
+                           key=checkpoint_key("support", run_id))
+    session = FileSessionManager(session_id=f"support-{run_id}", storage_dir="sessions")
+    agent = Agent(model=model, tools=[...], session_manager=session)
+    await invoke_resumable(agent, "...", run_id=run_id)
+    # killed? run it again with the same run_id: the cut model call resumes mid-turn, and
+    # the tools whose results the session saved do not run again
 
 Strands streams Bedrock ConverseStream-shaped events whatever the model, so the wrapped
 model's stream is read by the same translator as the Bedrock adapter. The agent receives the
 whole turn: on a resume the saved text first (R1/R3), or the complete tool calls without a
-model call (R2). Needs the extra ``awaken-s3[strands]``.
+model call (R2); the turn's checkpoint is deleted as it does. Needs the extra
+``awaken-s3[strands]``.
 """
 
 from __future__ import annotations
@@ -77,10 +85,13 @@ _STOP_REASONS = {
 class ResumableModel(Model):
     """Any Strands model, its stream checkpointed in ``store`` under ``key``.
 
-    ``key`` names the agent invocation: run the same invocation again after a crash with the
-    same key and the model call that was cut resumes. ``prefill=True`` sends a resumed prefix
-    as a trailing assistant message for the model to continue (only for models that accept
-    one); the default asks the model, in a short user message, to continue it.
+    ``key`` names the agent run (derive it from the run's id, see
+    :func:`~awaken_s3.integrations.checkpoint_key`). A checkpoint resumes only the model call
+    it was written for, so run the same conversation again after a crash
+    (:func:`invoke_resumable` with a session manager) and the call that was cut resumes.
+    ``prefill=True`` sends a resumed prefix as a trailing assistant message for the model to
+    continue (only for models that accept one); the default asks the model, in a short user
+    message, to continue it.
     """
 
     def __init__(
