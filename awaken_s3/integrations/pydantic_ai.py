@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 from pydantic_core import to_jsonable_python
 
+from awaken_s3.errors import AwakenError
 from awaken_s3.integrations._turns import (
     Blocks,
     Calls,
@@ -89,6 +90,7 @@ __all__ = [
     "MessageFile",
     "MessageStore",
     "ResumableModel",
+    "SavedHistoryError",
     "SavingRun",
     "iter_resumable",
     "run_resumable",
@@ -449,6 +451,10 @@ def from_message(message: Message) -> pai.ModelMessage:
     return pai.ModelResponse(parts=parts)
 
 
+class SavedHistoryError(AwakenError, ValueError):
+    """A saved conversation that cannot be read back."""
+
+
 class MessageStore(Protocol):
     """Where :func:`run_resumable` keeps a conversation: its messages, and the id of the run
     that last saved them (a file: :class:`MessageFile`; a database row works the same)."""
@@ -469,11 +475,17 @@ class MessageFile:
 
     def load(self) -> tuple[str | None, list[pai.ModelMessage]]:
         try:
-            data = json.loads(self.path.read_bytes())
+            body = self.path.read_bytes()
         except FileNotFoundError:
             return None, []
+        try:
+            data = json.loads(body)
+            messages = pai.ModelMessagesTypeAdapter.validate_python(data["messages"])
+        except (ValueError, KeyError, TypeError) as exc:
+            # Never guessed around: a run resumed on a history it cannot read would redo
+            # what that history recorded as done.
+            raise SavedHistoryError(f"{self.path} is not a saved conversation") from exc
         run_id = data.get("run_id")
-        messages = pai.ModelMessagesTypeAdapter.validate_python(data.get("messages", []))
         return (run_id if isinstance(run_id, str) else None), messages
 
     def save(self, run_id: str, messages: Sequence[pai.ModelMessage]) -> None:
@@ -485,11 +497,14 @@ class MessageFile:
         ).encode()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
-        with temporary.open("wb") as out:
-            out.write(body)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, self.path)
+        try:
+            with temporary.open("wb") as out:
+                out.write(body)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temporary, self.path)
+        finally:
+            temporary.unlink(missing_ok=True)
 
 
 async def run_resumable(

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Coroutine
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -345,3 +346,22 @@ def test_checkpoint_key_joins_valid_ids_and_digests_the_rest() -> None:
     assert len(checkpoint_key("x" * 300)) <= 128
     with pytest.raises(ValueError):
         checkpoint_key()
+
+
+def test_a_message_file_round_trips_and_refuses_what_it_cannot_read(tmp_path: Path) -> None:
+    from pydantic_ai import messages as pai
+
+    saved = pai_adapter.MessageFile(tmp_path / "c.json")
+    assert saved.load() == (None, [])
+    history: list[pai.ModelMessage] = [
+        pai.ModelRequest(parts=[pai.UserPromptPart(content=PARIS)]),
+        pai.ModelResponse(parts=[pai.ToolCallPart("get_weather", {"city": "Paris"}, "call_1")]),
+    ]
+    saved.save("run-1", history)
+    run_id, loaded = saved.load()
+    assert run_id == "run-1" and loaded == history
+    assert [p.name for p in tmp_path.iterdir()] == ["c.json"]  # no temporary file left
+
+    (tmp_path / "c.json").write_text('{"run_id": "run-1", "messages": [{"kind": "nonsense"}]}')
+    with pytest.raises(pai_adapter.SavedHistoryError):
+        saved.load()
