@@ -1,38 +1,50 @@
-"""Pydantic AI: a wrapper model whose requests survive the death of their process.
+"""Pydantic AI: a wrapper model whose requests survive the death of their process, and a
+run whose conversation is saved at every step.
 
 ::
 
     from pydantic_ai import Agent
     from awaken_s3 import FsStreamCheckpointStore
-    from awaken_s3.integrations.pydantic_ai import ResumableModel
+    from awaken_s3.integrations import checkpoint_key
+    from awaken_s3.integrations.pydantic_ai import MessageFile, ResumableModel, run_resumable
 
     model = ResumableModel("anthropic:claude-sonnet-4-5", store=FsStreamCheckpointStore("ckpt"),
-                           key="job-7")
+                           key=checkpoint_key("support", run_id))
     agent = Agent(model, tools=[...])
-    agent.run_sync("...")   # killed mid-answer? run it again: it resumes mid-turn
+    history = MessageFile(f"conversations/{run_id}.json")
+    await run_resumable(agent, "...", run_id=run_id, history=history)
+    # killed? run it again with the same run_id: the cut request resumes mid-turn, and the
+    # tools whose results were saved do not run again
 
 Built on Pydantic AI's ``WrapperModel``. Streaming requests (``run_stream``, ``iter``, event
 stream handlers) and plain ones (``run``) both go out as a stream of the wrapped model, so
 both are checkpointed; the agent receives the whole turn (on a resume the saved text first,
-or the complete tool calls of an R2 plan without a model call). Needs the extra
-``awaken-s3[pydantic-ai]``.
+or the complete tool calls of an R2 plan without a model call), and the turn's checkpoint is
+deleted as it does. Needs the extra ``awaken-s3[pydantic-ai]``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+import os
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
+from pydantic_core import to_jsonable_python
+
+from awaken_s3.errors import AwakenError
 from awaken_s3.integrations._turns import (
     Blocks,
     Calls,
     Finished,
     ResumeOptions,
     Text,
+    canonical_json,
     map_framework_error,
     resumable_ops,
 )
@@ -63,16 +75,26 @@ from awaken_s3.streaming.retry import RetryPolicy
 
 try:
     from pydantic_ai import messages as pai
+    from pydantic_ai.agent import AbstractAgent, AgentRun, AgentRunResult, ModelRequestNode
     from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
     from pydantic_ai.models.wrapper import WrapperModel
     from pydantic_ai.settings import ModelSettings
+    from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.usage import RequestUsage
 except ImportError as exc:  # pragma: no cover - exercised by the install without the extra
     raise ImportError(
         "awaken_s3.integrations.pydantic_ai needs Pydantic AI: pip install 'awaken-s3[pydantic-ai]'"
     ) from exc
 
-__all__ = ["ResumableModel"]
+__all__ = [
+    "MessageFile",
+    "MessageStore",
+    "ResumableModel",
+    "SavedHistoryError",
+    "SavingRun",
+    "iter_resumable",
+    "run_resumable",
+]
 
 _FINISH_REASONS: dict[str, pai.FinishReason] = {
     "end_turn": "stop",
@@ -86,9 +108,11 @@ _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_call": "tool_
 
 class ResumableModel(WrapperModel):
     """Any Pydantic AI model (or model name), its requests checkpointed in ``store`` under
-    ``key``: the key names the agent run; run the same run again after a crash with the same
-    key and the request that was cut resumes. ``prefill=True`` sends a resumed prefix as a
-    trailing assistant message (only for models that continue one); the default asks the
+    ``key``: the key names the agent run (derive it from the run's id, see
+    :func:`~awaken_s3.integrations.checkpoint_key`). A checkpoint resumes only the request it
+    was written for, so run the same conversation again after a crash (:func:`run_resumable`
+    saves it) and the request that was cut resumes. ``prefill=True`` sends a resumed prefix as
+    a trailing assistant message (only for models that continue one); the default asks the
     model, in a short user message, to continue it."""
 
     def __init__(
@@ -145,7 +169,8 @@ class _ResumableResponse(StreamedResponse):
 
     async def _get_event_iterator(self) -> AsyncIterator[pai.ModelResponseStreamEvent]:
         parts = self._parts_manager
-        async for op in resumable_ops(self.bridge.owner.resume, self.bridge, self.bridge.request):
+        bridge = self.bridge
+        async for op in resumable_ops(bridge.owner.resume, bridge, bridge.request, bridge.shape):
             if isinstance(op, Text):
                 for event in parts.handle_text_delta(vendor_part_id="text", content=op.text):
                     yield event
@@ -229,6 +254,7 @@ class _Bridge:
                 for t in parameters.function_tools
             ),
         )
+        self.shape = request_shape(messages, settings, parameters)
 
     def capabilities(self, model: str) -> ProviderCapabilities:
         return ProviderCapabilities(assistant_prefill=self.owner.resume.prefill)
@@ -313,6 +339,46 @@ class _FromPydanticAI:
         return []
 
 
+#: settings of the transport, not of the answer: a rerun may change them and still resume
+_TRANSPORT_SETTINGS = frozenset(
+    {"timeout", "request_timeout", "first_event_timeout", "max_retries"}
+)
+
+
+def request_shape(
+    messages: list[pai.ModelMessage],
+    settings: ModelSettings | None,
+    parameters: ModelRequestParameters,
+) -> dict[str, object]:
+    """What shapes the answer besides the messages' text and the function tools: the model
+    settings, the output schema (an output tool, a native or prompted output object), and
+    the user content that is not text (its digest)."""
+    return {
+        "settings": {k: v for k, v in (settings or {}).items() if k not in _TRANSPORT_SETTINGS},
+        "function_tools": [_tool(t) for t in parameters.function_tools],
+        "output_mode": parameters.output_mode,
+        "output_tools": [_tool(t) for t in parameters.output_tools],
+        "output_object": parameters.output_object,
+        "prompted_output_template": parameters.prompted_output_template,
+        "allow_text_output": parameters.allow_text_output,
+        "allow_image_output": parameters.allow_image_output,
+        "native_tools": parameters.native_tools,
+        "media": [
+            canonical_json(to_jsonable_python(item, bytes_mode="base64"))
+            for message in messages
+            if isinstance(message, pai.ModelRequest)
+            for part in message.parts
+            if isinstance(part, pai.UserPromptPart) and not isinstance(part.content, str)
+            for item in part.content
+            if not isinstance(item, str)
+        ],
+    }
+
+
+def _tool(tool: ToolDefinition) -> list[object]:
+    return [tool.name, tool.description, tool.parameters_json_schema, tool.strict]
+
+
 def _arguments(index: int, args: str | dict[str, Any] | None) -> list[StreamEvent]:
     if not args:
         return []
@@ -383,3 +449,156 @@ def from_message(message: Message) -> pai.ModelMessage:
         elif isinstance(block, TextBlock):
             parts.append(pai.TextPart(content=block.text))
     return pai.ModelResponse(parts=parts)
+
+
+class SavedHistoryError(AwakenError, ValueError):
+    """A saved conversation that cannot be read back."""
+
+
+class MessageStore(Protocol):
+    """Where :func:`run_resumable` keeps a conversation: its messages, and the id of the run
+    that last saved them (a file: :class:`MessageFile`; a database row works the same)."""
+
+    def load(self) -> tuple[str | None, list[pai.ModelMessage]]: ...
+
+    def save(self, run_id: str, messages: Sequence[pai.ModelMessage]) -> None: ...
+
+
+class MessageFile:
+    """A conversation's messages in a JSON file, as Pydantic AI serialises them
+    (``ModelMessagesTypeAdapter``), with the id of the run that last saved them. Each save
+    replaces the file whole (a temporary file, fsync, rename), so a crash leaves the last
+    save readable."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def load(self) -> tuple[str | None, list[pai.ModelMessage]]:
+        try:
+            body = self.path.read_bytes()
+        except FileNotFoundError:
+            return None, []
+        try:
+            data = json.loads(body)
+            messages = pai.ModelMessagesTypeAdapter.validate_python(data["messages"])
+        except (ValueError, KeyError, TypeError) as exc:
+            # Never guessed around: a run resumed on a history it cannot read would redo
+            # what that history recorded as done.
+            raise SavedHistoryError(f"{self.path} is not a saved conversation") from exc
+        run_id = data.get("run_id")
+        return (run_id if isinstance(run_id, str) else None), messages
+
+    def save(self, run_id: str, messages: Sequence[pai.ModelMessage]) -> None:
+        body = json.dumps(
+            {
+                "run_id": run_id,
+                "messages": pai.ModelMessagesTypeAdapter.dump_python(list(messages), mode="json"),
+            }
+        ).encode()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            with temporary.open("wb") as out:
+                out.write(body)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temporary, self.path)
+        finally:
+            temporary.unlink(missing_ok=True)
+
+
+async def run_resumable(
+    agent: AbstractAgent[Any, Any],
+    prompt: str | Sequence[pai.UserContent] | None,
+    *,
+    run_id: str,
+    history: MessageStore,
+    **iter_kwargs: Any,
+) -> AgentRunResult[Any]:
+    """Run ``agent`` on ``prompt`` to its end through :func:`iter_resumable`, the
+    conversation saved to ``history`` at every step; its result. Rerun it with the same
+    ``run_id`` after a crash of the whole loop: it goes on from the last step saved."""
+    async with iter_resumable(agent, prompt, run_id=run_id, history=history, **iter_kwargs) as run:
+        async for _ in run:
+            pass
+    if run.result is None:  # pragma: no cover - an iteration that ended without End raised
+        raise RuntimeError("the agent run ended without a result")
+    return run.result
+
+
+@asynccontextmanager
+async def iter_resumable(
+    agent: AbstractAgent[Any, Any],
+    prompt: str | Sequence[pai.UserContent] | None,
+    *,
+    run_id: str,
+    history: MessageStore,
+    **iter_kwargs: Any,
+) -> AsyncIterator[SavingRun]:
+    """``agent.iter`` on ``prompt`` whose conversation is saved to ``history`` before each
+    node runs, so a crash of the whole loop loses no finished step. Iterate it (and stream
+    a node with ``node.stream(run.ctx)``) as Pydantic AI's own ``agent.iter``.
+
+    Open it again with the same ``run_id`` after a crash and the run goes on from the last
+    step saved, without its prompt (already saved): a model call that was cut resumes from
+    its checkpoint (with a :class:`ResumableModel`), tool calls whose results were saved do
+    not run again, and tool calls that were running when the process died run again (their
+    results were never saved). A new ``run_id`` appends ``prompt`` to the conversation saved.
+    Other keyword arguments go to ``agent.iter`` (``message_history`` only for a
+    conversation that has nothing saved)."""
+    saved_run, messages = history.load()
+    rerun = saved_run == run_id and bool(messages)
+    if messages:
+        iter_kwargs["message_history"] = messages
+    async with agent.iter(None if rerun else prompt, **iter_kwargs) as run:
+        yield SavingRun(run, run_id, history, started=rerun, before=len(messages))
+
+
+class SavingRun:
+    """A Pydantic AI ``AgentRun`` whose conversation is saved before each node it yields
+    runs; its ``ctx`` and ``result`` are the run's."""
+
+    def __init__(
+        self,
+        run: AgentRun[Any, Any],
+        run_id: str,
+        history: MessageStore,
+        *,
+        started: bool,
+        before: int,
+    ) -> None:
+        self.run, self.run_id, self.history = run, run_id, history
+        self.started, self.before = started, before
+
+    @property
+    def ctx(self) -> Any:
+        return self.run.ctx
+
+    @property
+    def result(self) -> AgentRunResult[Any] | None:
+        return self.run.result
+
+    def all_messages(self) -> list[pai.ModelMessage]:
+        return self.run.all_messages()
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._nodes()
+
+    async def _nodes(self) -> AsyncIterator[Any]:
+        async for node in self.run:
+            step = _messages_so_far(self.run, node)
+            # Until this run's first request is about to go out, what is saved is the last
+            # run's: marking it as this run's would drop this run's prompt on a rerun.
+            self.started = self.started or len(step) > self.before
+            if self.started:
+                self.history.save(self.run_id, step)
+            yield node
+
+
+def _messages_so_far(run: AgentRun[Any, Any], node: object) -> list[pai.ModelMessage]:
+    """The conversation as it stands before ``node`` runs: a request node's request is not in
+    the run's messages until it is sent, and it holds the prompt or the tools' results."""
+    messages = list(run.all_messages())
+    if isinstance(node, ModelRequestNode) and not any(m is node.request for m in messages):
+        messages.append(node.request)
+    return messages

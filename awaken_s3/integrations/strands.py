@@ -1,20 +1,28 @@
-"""Strands Agents: a model wrapper whose stream survives the death of its process.
+"""Strands Agents: a model wrapper whose stream survives the death of its process, and an
+invocation that goes on from the session saved.
 
 ::
 
     from strands import Agent
     from strands.models.anthropic import AnthropicModel
+    from strands.session.file_session_manager import FileSessionManager
     from awaken_s3 import FsStreamCheckpointStore
-    from awaken_s3.integrations.strands import ResumableModel
+    from awaken_s3.integrations import checkpoint_key
+    from awaken_s3.integrations.strands import ResumableModel, invoke_resumable
 
-    model = ResumableModel(AnthropicModel(...), store=FsStreamCheckpointStore("ckpt"), key="job-7")
-    agent = Agent(model=model, tools=[...])
-    agent("...")   # killed mid-answer? run the same invocation again: it resumes mid-turn
+    model = ResumableModel(AnthropicModel(...), store=FsStreamCheckpointStore("ckpt"),
+                           key=checkpoint_key("support", run_id))
+    session = FileSessionManager(session_id=f"support-{run_id}", storage_dir="sessions")
+    agent = Agent(model=model, tools=[...], session_manager=session)
+    await invoke_resumable(agent, "...", run_id=run_id)
+    # killed? run it again with the same run_id: the cut model call resumes mid-turn, and
+    # the tools whose results the session saved do not run again
 
 Strands streams Bedrock ConverseStream-shaped events whatever the model, so the wrapped
 model's stream is read by the same translator as the Bedrock adapter. The agent receives the
 whole turn: on a resume the saved text first (R1/R3), or the complete tool calls without a
-model call (R2). Needs the extra ``awaken-s3[strands]``.
+model call (R2); the turn's checkpoint is deleted as it does. Needs the extra
+``awaken-s3[strands]``.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from awaken_s3.integrations._turns import (
     Op,
     ResumeOptions,
     Text,
+    canonical_json,
     map_framework_error,
     resumable_ops,
 )
@@ -52,13 +61,16 @@ from awaken_s3.streaming.provider import ModelRequest, ProviderCapabilities, Too
 from awaken_s3.streaming.retry import RetryPolicy
 
 try:
+    from strands import Agent
+    from strands.agent.agent_result import AgentResult
     from strands.models.model import Model
+    from strands.telemetry.metrics import EventLoopMetrics
 except ImportError as exc:  # pragma: no cover - exercised by the install without the extra
     raise ImportError(
         "awaken_s3.integrations.strands needs Strands Agents: pip install 'awaken-s3[strands]'"
     ) from exc
 
-__all__ = ["ResumableModel"]
+__all__ = ["RUN_STATE_KEY", "ResumableModel", "invoke_resumable"]
 
 #: awaken stop reasons as Strands names them
 _STOP_REASONS = {
@@ -73,10 +85,13 @@ _STOP_REASONS = {
 class ResumableModel(Model):
     """Any Strands model, its stream checkpointed in ``store`` under ``key``.
 
-    ``key`` names the agent invocation: run the same invocation again after a crash with the
-    same key and the model call that was cut resumes. ``prefill=True`` sends a resumed prefix
-    as a trailing assistant message for the model to continue (only for models that accept
-    one); the default asks the model, in a short user message, to continue it.
+    ``key`` names the agent run (derive it from the run's id, see
+    :func:`~awaken_s3.integrations.checkpoint_key`). A checkpoint resumes only the model call
+    it was written for, so run the same conversation again after a crash
+    (:func:`invoke_resumable` with a session manager) and the call that was cut resumes.
+    ``prefill=True`` sends a resumed prefix as a trailing assistant message for the model to
+    continue (only for models that accept one); the default asks the model, in a short user
+    message, to continue it.
     """
 
     def __init__(
@@ -114,7 +129,7 @@ class ResumableModel(Model):
         bridge = _StrandsBridge(self, list(messages), tool_specs, system_prompt, kwargs)
         translator = _ToStrands()
         yield {"messageStart": {"role": "assistant"}}
-        async for op in resumable_ops(self.resume, bridge, bridge.request):
+        async for op in resumable_ops(self.resume, bridge, bridge.request, bridge.shape):
             for event in translator.events(op):
                 yield event
 
@@ -146,6 +161,7 @@ class _StrandsBridge:
             system=system_prompt,
             tools=tuple(_tool_spec(spec) for spec in tool_specs or ()),
         )
+        self.shape = request_shape(messages, config, kwargs)
 
     def capabilities(self, model: str) -> ProviderCapabilities:
         return ProviderCapabilities(assistant_prefill=self.owner.resume.prefill)
@@ -245,6 +261,33 @@ def _reasoning_events(block: Any) -> list[dict[str, Any]]:
     return []
 
 
+#: the keyword arguments of ``Model.stream`` that shape the answer; the others (the
+#: invocation's state, the agent's metadata, a cancel signal, where cache points go) are
+#: per invocation or per process, and a rerun must still resume
+_SHAPING_ARGUMENTS = ("tool_choice", "system_prompt_content", "structured_output_model")
+#: what :func:`to_message` carries of a message; any other block (an image, a document) is
+#: bound by its digest
+_CARRIED = frozenset({"text", "toolUse", "toolResult", "reasoningContent", "cachePoint"})
+
+
+def request_shape(
+    messages: list[Any], config: object, kwargs: Mapping[str, Any]
+) -> dict[str, object]:
+    """What shapes the answer besides the messages' text and the tools: the model's
+    configuration (its model id, its parameters), the call's shaping arguments, and the
+    content blocks the provider-neutral messages do not carry."""
+    return {
+        "config": config,
+        "arguments": {name: kwargs.get(name) for name in _SHAPING_ARGUMENTS},
+        "media": [
+            canonical_json(block)
+            for message in messages
+            for block in message.get("content", [])
+            if not _CARRIED.issuperset(block)
+        ],
+    }
+
+
 def _tool_spec(spec: Mapping[str, Any]) -> ToolSpec:
     schema = spec.get("inputSchema", {})
     return ToolSpec(
@@ -315,3 +358,32 @@ def from_message(message: Message) -> dict[str, Any]:
         elif isinstance(block, RedactedThinkingBlock):
             content.append({"reasoningContent": {"redactedContent": base64.b64decode(block.data)}})
     return {"role": message.role, "content": content}
+
+
+#: the key of the agent's state (saved by its session manager) naming the run in progress
+RUN_STATE_KEY = "awaken_s3_run"
+
+
+async def invoke_resumable(
+    agent: Agent, prompt: Any, *, run_id: str, **invoke_kwargs: Any
+) -> AgentResult:
+    """Invoke ``agent`` (restored by its session manager, e.g. ``FileSessionManager``) for
+    the run ``run_id``, so a crash of the whole loop loses no finished step.
+
+    The session saves every message as the agent appends it, and the agent's state with it;
+    the run's id goes into that state before its prompt. Run it again with the same
+    ``run_id`` after a crash and the agent goes on from the last message saved, without the
+    prompt (already saved): a model call that was cut resumes from its checkpoint (with a
+    :class:`ResumableModel`), tool calls whose results were saved do not run again, and tool
+    calls that were running when the process died run again (their results were never
+    saved). A run whose answer was saved returns it without a model call. A new ``run_id``
+    sends ``prompt``."""
+    if agent.state.get(RUN_STATE_KEY) == run_id and agent.messages:
+        last = agent.messages[-1]
+        if last["role"] == "assistant" and not any("toolUse" in b for b in last["content"]):
+            return AgentResult(
+                stop_reason="end_turn", message=last, metrics=EventLoopMetrics(), state={}
+            )
+        return await agent.invoke_async(None, **invoke_kwargs)
+    agent.state.set(RUN_STATE_KEY, run_id)
+    return await agent.invoke_async(prompt, **invoke_kwargs)

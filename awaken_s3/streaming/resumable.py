@@ -32,6 +32,7 @@ from typing import Any
 
 from awaken_s3.errors import AwakenError
 from awaken_s3.messages import Message
+from awaken_s3.models import StoredCheckpoint
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.streaming.cleanup import delete_checkpoint, delete_turn_checkpoint
 from awaken_s3.streaming.coalescer import CheckpointPolicy
@@ -40,10 +41,13 @@ from awaken_s3.streaming.provider import ModelRequest, Provider
 from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.runner import TurnRunner
 from awaken_s3.streaming.turn_events import TurnEvent
-from awaken_s3.streaming.turn_request import OwnerCheck, TurnRequest
+from awaken_s3.streaming.turn_request import NOT_LOADED, OwnerCheck, TurnRequest, _NotLoaded
 
 #: what :meth:`ResumableTurn.commit` calls with the whole turn (sync or async)
 Save = Callable[[Message], Awaitable[Any] | Any]
+#: ``open_turn(existing=...)``: the checkpoint the caller already read under the key (None:
+#: nothing is there), or NOT_LOADED (the turn reads it itself)
+Existing = StoredCheckpoint | None | _NotLoaded
 
 
 class TurnNotCompleted(AwakenError, RuntimeError):
@@ -167,6 +171,7 @@ def open_turn(
     writer_id: str | None = None,
     retry_policy: RetryPolicy | None = None,
     checkpoint_policy: CheckpointPolicy | None = None,
+    existing: Existing = NOT_LOADED,
 ) -> ResumableTurn:
     """A resumable model turn checkpointed in ``store`` under ``key``.
 
@@ -193,5 +198,6 @@ def open_turn(
         deadline=deadline,
         confirm_owner=confirm_owner,
         leased=epoch is not None,
+        existing=existing,
     )
     return ResumableTurn(runner, job)

@@ -4,7 +4,12 @@ wrapped in ``ResumableModel``, pointed at the test's wire server.
 ``python -m tests.integrations.agent_proc CONFIG_JSON`` runs one agent invocation and prints
 ``{"answer": ...}``. The tool appends its arguments to ``tool_log``, so the test counts tool
 runs across a SIGKILL. Nothing is shared with the test process but the checkpoint directory,
-the tool log and the wire server's socket.
+the tool log, the saved conversation and the wire server's socket.
+
+With ``"recipe": true`` the run goes through the documented recipe for a crash of the whole
+agent loop: the framework's own persistence (a Strands ``FileSessionManager``, a Pydantic AI
+message history saved at every step) and the adapters' ``invoke_resumable`` /
+``run_resumable``, under the run id ``run_id``.
 """
 
 from __future__ import annotations
@@ -60,6 +65,17 @@ async def run_strands(config: dict[str, Any], store: FsStreamCheckpointStore) ->
             model_id="gpt-4.1",
         )
     model = ResumableModel(inner, store=store, key=config["key"], checkpoint_policy=EAGER)
+    if config.get("recipe"):
+        from strands.session.file_session_manager import FileSessionManager
+
+        from awaken_s3.integrations.strands import invoke_resumable
+
+        session = FileSessionManager(session_id="conversation-7", storage_dir=config["saved"])
+        agent = Agent(
+            model=model, tools=[get_weather], callback_handler=None, session_manager=session
+        )
+        result = await invoke_resumable(agent, PROMPT, run_id=config["run_id"])
+        return str(result).strip()
     agent = Agent(model=model, tools=[get_weather], callback_handler=None)
     return str(await agent.invoke_async(PROMPT)).strip()
 
@@ -94,18 +110,33 @@ async def run_pydantic_ai(config: dict[str, Any], store: FsStreamCheckpointStore
         """Current weather for a city."""
         return log_tool_run(config, city)
 
-    if config.get("streaming"):
-        # An event stream handler makes every model request a streaming one.
-        seen: list[object] = []
+    seen: list[object] = []
+    requested = True
+    if config.get("recipe"):
+        from awaken_s3.integrations.pydantic_ai import MessageFile, iter_resumable
 
+        history = MessageFile(Path(config["saved"]) / "conversation-7.json")
+        requested = False  # a rerun of a finished run asks the model nothing
+        async with iter_resumable(agent, PROMPT, run_id=config["run_id"], history=history) as run:
+            async for node in run:
+                requested = requested or Agent.is_model_request_node(node)
+                if config.get("streaming") and Agent.is_model_request_node(node):
+                    events: Any
+                    async with node.stream(run.ctx) as events:
+                        seen += [event async for event in events]
+        assert run.result is not None
+        result = run.result
+    elif config.get("streaming"):
+        # An event stream handler makes every model request a streaming one.
         async def handler(_ctx: Any, events: Any) -> None:
             async for event in events:
                 seen.append(event)
 
-        streamed = await agent.run(PROMPT, event_stream_handler=handler)
-        assert seen, "the model requests were not streamed"
-        return str(streamed.output).strip()
-    result = await agent.run(PROMPT)
+        result = await agent.run(PROMPT, event_stream_handler=handler)
+    else:
+        result = await agent.run(PROMPT)
+    streamed = seen or not requested or not config.get("streaming")
+    assert streamed, "the model requests were not streamed"
     return str(result.output).strip()
 
 

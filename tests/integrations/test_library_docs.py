@@ -64,23 +64,38 @@ async def test_the_own_loop_example_killed_and_run_again_commits_the_whole_story
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["strands_agent.py", "pydantic_ai_agent.py"])
-async def test_each_framework_example_killed_and_run_again_prints_the_whole_answer(
+async def test_each_framework_example_killed_in_its_answer_resumes_it_and_asks_nothing_again(
     name: str, tmp_path: Path
 ) -> None:
+    """The example runs the tool, is killed in its final answer and run again with the
+    same run id: its conversation (saved by the framework) brings the tool's result back,
+    so the rerun's only request continues the cut answer."""
     d = by_name("anthropic")
     wire = WireServer()
     await wire.start()
     try:
         env = {"ANTHROPIC_BASE_URL": wire.url, "ANTHROPIC_API_KEY": API_KEY}
-        argv = [sys.executable, str(REPO / "docs" / "examples" / name), str(tmp_path)]
+        argv = [sys.executable, str(REPO / "docs" / "examples" / name), str(tmp_path), "run-1"]
+        call = [("call_1", "get_weather", ['{"city": "Paris"}'], True)]
         prefix = "It is 18C and cloudy in Paris, "
-        wire.push(d.stream(d.start(), d.text(["It is 18C ", "and cloudy ", "in Paris, "]), [STALL]))
+        wire.push(
+            d.stream(d.start(), d.tools(call, first_block=0), d.end("tool_use")),
+            d.stream(d.start(), d.text(["It is 18C ", "and cloudy ", "in Paris, "]), [STALL]),
+        )
         await kill_when(
-            argv, lambda c: c.partial_text == prefix, directory=tmp_path, key="weather-1", env=env
+            argv,
+            lambda c: c.partial_text == prefix,
+            directory=tmp_path,
+            key="weather-run-1",
+            env=env,
         )
         wire.push(d.text_turn(["with rain ", "later."]))
         out = await run(argv, env)
         assert out.strip().splitlines()[-1] == "It is 18C and cloudy in Paris, with rain later."
-        assert len(wire.received) == 2  # the rerun continued the saved text
+        assert len(wire.received) == 3  # the rerun continued the saved text, once
+        sent = wire.received[2].json()["messages"]
+        results = [b for m in sent if isinstance(m["content"], list) for b in m["content"]]
+        assert [b["tool_use_id"] for b in results if b.get("type") == "tool_result"] == ["call_1"]
+        assert not (tmp_path / "weather-run-1.ckpt").exists()
     finally:
         await wire.stop()

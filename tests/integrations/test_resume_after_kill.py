@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from awaken_s3 import StreamCheckpoint
+from awaken_s3.integrations import checkpoint_key
 from awaken_s3.streaming.continuation import CONTINUE_INSTRUCTION
 from tests.integrations.processes import kill_when, read_checkpoint, run
 from tests.providers.wire.dialects import Dialect, by_name
@@ -26,6 +27,7 @@ from tests.providers.wire.server import STALL, Received, WireServer
 pytestmark = pytest.mark.slow
 
 KEY = "weather-job-1"
+RUN_ID = "run-1"
 
 
 @dataclass
@@ -35,6 +37,12 @@ class Agent:
     tmp: Path
     wire: WireServer
     streaming: bool = False
+    #: run through the recipe for a crash of the whole loop (the framework's persistence)
+    recipe: bool = False
+
+    @property
+    def key(self) -> str:
+        return checkpoint_key("conversation-7", RUN_ID) if self.recipe else KEY
 
     def argv(self) -> list[str]:
         config = {
@@ -43,13 +51,16 @@ class Agent:
             "url": self.wire.url,
             "store": str(self.tmp / "checkpoints"),
             "tool_log": str(self.tmp / "tools.log"),
-            "key": KEY,
+            "key": self.key,
             "streaming": self.streaming,
+            "recipe": self.recipe,
+            "saved": str(self.tmp / "saved"),
+            "run_id": RUN_ID,
         }
         return [sys.executable, "-m", "tests.integrations.agent_proc", json.dumps(config)]
 
     async def kill_when(self, saved: Callable[[StreamCheckpoint], bool]) -> None:
-        await kill_when(self.argv(), saved, directory=self.tmp / "checkpoints", key=KEY)
+        await kill_when(self.argv(), saved, directory=self.tmp / "checkpoints", key=self.key)
 
     async def run(self) -> str:
         out = await run(self.argv())
@@ -60,7 +71,7 @@ class Agent:
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
     async def checkpoint_left(self) -> bool:
-        return read_checkpoint(self.tmp / "checkpoints", KEY) is not None
+        return read_checkpoint(self.tmp / "checkpoints", self.key) is not None
 
 
 def messages(dialect: Dialect, received: Received) -> list[tuple[str, str]]:
@@ -188,3 +199,40 @@ async def test_killed_after_complete_tool_calls_the_rerun_makes_no_model_call_fo
     assert len(wire.received) == 2  # the rerun's only request carries the tool's result
     assert tool_result_ids(wire.received[1]) == ["call_1"]
     assert agent.tool_runs() == [{"city": "Paris"}]
+
+
+@pytest.mark.parametrize(("framework", "dialect_name", "streaming"), FRAMEWORKS, ids=IDS)
+async def test_the_whole_loop_killed_in_its_final_answer_resumes_it_with_the_recipe(
+    framework: str, dialect_name: str, streaming: bool, wire: WireServer, tmp_path: Path
+) -> None:
+    """A tool-using agent killed after its tool ran, in the middle of its final answer, and
+    run again through the recipe (the framework's persistence of the conversation): the
+    answer continues from the checkpoint (R1) and the tool does not run again; a third run
+    of the finished run answers from what was saved."""
+    d = by_name(dialect_name)
+    agent = Agent(framework, d, tmp_path, wire, streaming, recipe=True)
+    calls = [("call_1", "get_weather", ['{"city": ', '"Paris"}'], True)]
+    prefix = "It is 18C and "
+    wire.push(
+        d.stream(d.start(), d.tools(calls, first_block=0), d.end("tool_use")),
+        d.stream(d.start(), d.text(["It is ", "18C and "]), [STALL]),
+    )
+    await agent.kill_when(lambda c: c.turn == 1 and c.partial_text == prefix)
+    assert agent.tool_runs() == [{"city": "Paris"}]
+
+    wire.push(d.text_turn(["cloudy ", "in Paris."]))
+    answer = await agent.run()
+
+    assert answer == "It is 18C and cloudy in Paris."
+    assert agent.tool_runs() == [{"city": "Paris"}]  # once, before the kill
+    assert len(wire.received) == 3  # the rerun's only request continues the cut answer
+    resumed = wire.received[2]
+    assert messages(d, resumed)[-2:] == [
+        ("assistant", prefix.rstrip()),
+        ("user", CONTINUE_INSTRUCTION),
+    ]
+    assert tool_result_ids(resumed) == ["call_1"]  # the saved result, not a new call
+    assert not await agent.checkpoint_left()
+
+    assert await agent.run() == answer  # the run is over: no model call, no tool run
+    assert len(wire.received) == 3 and agent.tool_runs() == [{"city": "Paris"}]
