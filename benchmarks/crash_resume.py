@@ -400,5 +400,10 @@ if __name__ == "__main__":
         action="store_true",
         help="the resumed model continues without thinking again",
     )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="model time divided by 50 (seconds): shows the script runs, its figures mean nothing",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.scale, not args.no_rethink))
+    asyncio.run(main(50.0 if args.quick else args.scale, not args.no_rethink))

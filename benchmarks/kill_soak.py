@@ -53,7 +53,16 @@ def main() -> int:
         type=Path,
         help="keep each round's work folder (worker logs, kills, effects) under this folder",
     )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="one round of 2 runs: shows the script runs; exits 1 on a violation only (the "
+        "recovery-time bounds are printed, not judged: two runs on a loaded machine say "
+        "nothing about them)",
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.rounds = 2, 1
 
     base = SoakConfig(
         runs=args.runs,
@@ -111,8 +120,9 @@ def main() -> int:
     print(
         f"kill -> next claim: p99 {p99 or 0:.2f} and max {worst or 0:.2f} lease periods: "
         f"{'within' if within else 'OUTSIDE'} the bounds (p99 <= 2, max <= 3)"
+        + (" (not judged with --quick)" if args.quick else "")
     )
-    return 1 if total.violations or not within else 0
+    return 1 if total.violations or not (within or args.quick) else 0
 
 
 if __name__ == "__main__":

@@ -173,7 +173,8 @@ def measure(args: argparse.Namespace) -> dict[str, Measured]:
         results = {variant: Measured() for variant in templates}
         agents = project / "src" / PACKAGE / "agents.py"
         original = agents.read_text()
-        for round_ in range(args.rounds + 1):
+        # Round 0 is the untimed warm-up that fills pip's cache.
+        for round_ in range(0 if args.warmup else 1, args.rounds + 1):
             for variant, template in templates.items():
                 with_src_requirements(project, variant == "package")
                 agents.write_text(original)
@@ -250,7 +251,17 @@ def main() -> None:
     parser.add_argument(
         "--provider", default="anthropic", choices=("bedrock", "anthropic", "openai")
     )
-    report(measure(parser.parse_args()))
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="one round, no warm-up, the Bedrock-only project (minutes, not seconds: four sam "
+        "builds): shows the script runs, its figures mean nothing",
+    )
+    args = parser.parse_args()
+    args.warmup = not args.quick
+    if args.quick:
+        args.rounds, args.provider = 1, "bedrock"
+    report(measure(args))
 
 
 if __name__ == "__main__":
