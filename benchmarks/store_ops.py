@@ -216,7 +216,7 @@ def report(label: str, timings: Timings) -> None:
         )
 
 
-def main() -> int:
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--iterations", type=int, default=250)
     parser.add_argument("--warmup", type=int, default=25)
@@ -228,6 +228,11 @@ def main() -> int:
         action="store_true",
         help="the smallest size (seconds): shows the script runs, its figures mean nothing",
     )
+    return parser
+
+
+def main() -> int:
+    parser = make_parser()
     args = parser.parse_args()
     if args.quick:
         args.iterations, args.warmup, args.codec_rounds = 5, 1, 50
