@@ -78,7 +78,6 @@ BENCHES = (
             rf"^\| 80 \| 900 s \| 0 s \| {NUM} \|",
             r"^output tokens per run: [\d,]+; runs whose thread was wrong: \d+;",
         ),
-        slow=True,
     ),
     Bench(
         "kill_soak.py",
