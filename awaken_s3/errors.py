@@ -79,3 +79,11 @@ class CheckpointTooLarge(StreamCheckpointError, ValueError):
 
 class StoreLocked(StreamCheckpointError):
     """A filesystem store directory is already owned by another process."""
+
+
+class SettingsError(AwakenError, ValueError):
+    """A required setting is missing or malformed.
+
+    Defined here, not beside the settings models (:mod:`awaken_s3.settings`, which re-exports
+    it): code that runs when a handler module is imported raises it without loading
+    pydantic-settings (the worker's handler applies the tools' environment at its import)."""

@@ -35,6 +35,10 @@ from pydantic_settings import (
 
 from awaken_s3.errors import AwakenError
 
+# Defined with the error root, so that code run at a handler module's import can raise it
+# without loading pydantic-settings; importing it from here works as it always did.
+from awaken_s3.errors import SettingsError as SettingsError
+
 DEFAULT_CHECKPOINT_PREFIX = "checkpoints/"
 #: the run lease: how long a worker that dies without answering blocks its run
 DEFAULT_LEASE_SECONDS: Final = 60.0
@@ -58,10 +62,6 @@ def derived_sweep_grace(lease_seconds: float, visibility_margin: float) -> float
 
 
 DEFAULT_SWEEP_GRACE: Final = derived_sweep_grace(DEFAULT_LEASE_SECONDS, DEFAULT_VISIBILITY_MARGIN)
-
-
-class SettingsError(AwakenError, ValueError):
-    """A required setting is missing or malformed."""
 
 
 def _refuse(must: str, raw: Any) -> PydanticCustomError:

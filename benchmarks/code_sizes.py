@@ -72,7 +72,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rev", help="a git revision (default: the working tree)")
     parser.add_argument("--top", type=int, default=8)
+    parser.add_argument(
+        "--quick", action="store_true", help="the 3 largest of each (it takes seconds anyway)"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.top = 3
     files = python_files(args.rev)
     found = [d for path, source in files.items() for d in definitions(path, source)]
     print(f"# {args.rev or 'working tree'}: {len(files)} files under {', '.join(SOURCES)}")

@@ -181,7 +181,14 @@ def main() -> None:
     parser.add_argument("--artifact", help="import from this directory alone (python -I)")
     parser.add_argument("--setup-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--no-setup", action="store_true", help="import figures only")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="one process per module (seconds): shows the script runs, its figures mean nothing",
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.runs = 1
     if args.setup_child:
         setup_child()
         return

@@ -273,7 +273,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--seed", type=int, default=18)
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="5 runs (seconds): shows the script runs, its figures mean nothing",
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.runs = 5
     started = time.monotonic()
     outcomes = asyncio.run(measure(args.runs, args.seed))
     print(f"python {platform.python_version()}, {args.runs} runs (seed {args.seed})")

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.soak.harness import SPEED, SoakConfig, SoakReport, run_soak
 
 
-def main() -> int:
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=24, help="runs per round")
     parser.add_argument("--rounds", type=int, default=1)
@@ -53,7 +53,42 @@ def main() -> int:
         type=Path,
         help="keep each round's work folder (worker logs, kills, effects) under this folder",
     )
-    args = parser.parse_args()
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="one round of 2 runs: shows the script runs; exits 1 on a violation only (the "
+        "recovery-time bounds are printed, not judged: two runs on a loaded machine say "
+        "nothing about them)",
+    )
+    return parser
+
+
+def combined(base: SoakConfig, reports: list[SoakReport]) -> SoakReport:
+    """One report of all rounds."""
+    total = SoakReport(base)
+    for report in reports:
+        total.runs += report.runs
+        total.turns += report.turns
+        total.tool_calls += report.tool_calls
+        total.kills_inside.update(report.kills_inside)
+        total.kills_outside += report.kills_outside
+        total.actions.update(report.actions)
+        total.plans.update(report.plans)
+        total.continuations += report.continuations
+        total.rescues += report.rescues
+        total.starved += report.starved
+        total.invocations.update(report.invocations)
+        total.resume_latencies.extend(report.resume_latencies)
+        total.recoveries.extend(report.recoveries)
+        total.violations.extend(report.violations)
+        total.duration += report.duration
+    return total
+
+
+def main() -> int:
+    args = make_parser().parse_args()
+    if args.quick:
+        args.runs, args.rounds = 2, 1
 
     base = SoakConfig(
         runs=args.runs,
@@ -78,23 +113,7 @@ def main() -> int:
         print(f"\n== round {round_ + 1}/{args.rounds} (seed {config.seed})", flush=True)
         print(report.summary(), flush=True)
 
-    total = SoakReport(base)
-    for report in reports:
-        total.runs += report.runs
-        total.turns += report.turns
-        total.tool_calls += report.tool_calls
-        total.kills_inside.update(report.kills_inside)
-        total.kills_outside += report.kills_outside
-        total.actions.update(report.actions)
-        total.plans.update(report.plans)
-        total.continuations += report.continuations
-        total.rescues += report.rescues
-        total.starved += report.starved
-        total.invocations.update(report.invocations)
-        total.resume_latencies.extend(report.resume_latencies)
-        total.recoveries.extend(report.recoveries)
-        total.violations.extend(report.violations)
-        total.duration += report.duration
+    total = combined(base, reports)
     print(f"\n== all {len(reports)} rounds")
     print(total.summary())
     lease = base.lease_seconds
@@ -111,8 +130,9 @@ def main() -> int:
     print(
         f"kill -> next claim: p99 {p99 or 0:.2f} and max {worst or 0:.2f} lease periods: "
         f"{'within' if within else 'OUTSIDE'} the bounds (p99 <= 2, max <= 3)"
+        + (" (not judged with --quick)" if args.quick else "")
     )
-    return 1 if total.violations or not within else 0
+    return 1 if total.violations or not (within or args.quick) else 0
 
 
 if __name__ == "__main__":

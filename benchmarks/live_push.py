@@ -371,4 +371,13 @@ if __name__ == "__main__":
     parser.add_argument("--lease", type=float, default=6.0, help="lease seconds (cancel part)")
     parser.add_argument("--cancels", type=int, default=5)
     parser.add_argument("--discover-wait", type=float, default=0.8)
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the smallest size (seconds): shows the script runs, its figures mean nothing",
+    )
+    parsed = parser.parse_args()
+    if parsed.quick:
+        # Two seconds of stream: the poller needs a put at the 1 s cadence to see any text.
+        parsed.tokens, parsed.rate, parsed.cancels, parsed.lease = 200, 100.0, 1, 1.5
+    asyncio.run(main(parsed))

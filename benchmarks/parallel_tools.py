@@ -49,7 +49,7 @@ TURNS = [
 
 @tool(idempotent=True)
 async def lookup(topic: str) -> str:
-    """Look a topic up (one second, like a remote API)."""
+    """Look a topic up (a second by default, like a remote API)."""
     await asyncio.sleep(TOOL_SECONDS)
     return f"notes on {topic}"
 
@@ -94,11 +94,25 @@ async def measure(name: str, make: Callable[[AsyncExitStack], Any], rounds: int)
 
 
 async def main() -> None:
+    global TOOL_SECONDS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--moto", action="store_true", help="also on DynamoDB and S3 (moto)")
+    parser.add_argument("--tool-seconds", type=float, default=TOOL_SECONDS)
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the smallest size (seconds, moto included): shows the script runs, its figures "
+        "mean nothing",
+    )
     args = parser.parse_args()
-    print(f"Python {platform.python_version()}, {args.rounds} rounds, medians")
+    if args.quick:
+        args.rounds, args.moto, args.tool_seconds = 1, True, 0.2
+    TOOL_SECONDS = args.tool_seconds
+    print(
+        f"Python {platform.python_version()}, {args.rounds} rounds, medians, "
+        f"tools of {TOOL_SECONDS:g} s"
+    )
     print("| stores | sequential (bound 1) | concurrent (bound 4) | sequential / concurrent |")
     print("|---|---|---|---|")
     await measure("in memory", memory_backend, args.rounds)

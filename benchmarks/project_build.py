@@ -130,6 +130,42 @@ def deployables(build: Path, variant: str) -> dict[str, Path]:
     return found
 
 
+def prepare(work: Path, provider: str, python: str) -> tuple[Path, dict[str, str]]:
+    """This checkout's wheel for pip to find, a project written by its ``awaken-s3 init`` (with
+    the one-package variant of its template beside), and the environment sam builds in."""
+    wheels = work / "wheels"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "-w",
+            str(wheels),
+            str(ROOT),
+        ],
+        check=True,
+    )
+    project = work / "bench-desk"
+    awaken = Path(sys.executable).with_name("awaken-s3")
+    subprocess.run(
+        [str(awaken), "init", str(project), "--provider", provider],
+        check=True,
+        capture_output=True,
+    )
+    package_variant(project)
+    env = {
+        **os.environ,
+        "PATH": f"{Path(python).parent}{os.pathsep}{os.environ['PATH']}",
+        "PIP_FIND_LINKS": f"{wheels} {os.environ.get('PIP_FIND_LINKS', '')}".strip(),
+        "SAM_CLI_TELEMETRY": "0",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    return project, env
+
+
 def measure(args: argparse.Namespace) -> dict[str, Measured]:
     # The interpreter itself, not a pyenv shim that would not run (SAM checks its version).
     python = subprocess.run(
@@ -139,41 +175,13 @@ def measure(args: argparse.Namespace) -> dict[str, Measured]:
         raise SystemExit("needs `make infra` (.venv-infra/bin/sam) and a local python3.13")
     work = Path(tempfile.mkdtemp(prefix="awaken-project-build-"))
     try:
-        wheels = work / "wheels"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "wheel",
-                "--quiet",
-                "--no-deps",
-                "-w",
-                str(wheels),
-                str(ROOT),
-            ],
-            check=True,
-        )
-        project = work / "bench-desk"
-        awaken = Path(sys.executable).with_name("awaken-s3")
-        subprocess.run(
-            [str(awaken), "init", str(project), "--provider", args.provider],
-            check=True,
-            capture_output=True,
-        )
-        package_variant(project)
-        env = {
-            **os.environ,
-            "PATH": f"{Path(python).parent}{os.pathsep}{os.environ['PATH']}",
-            "PIP_FIND_LINKS": f"{wheels} {os.environ.get('PIP_FIND_LINKS', '')}".strip(),
-            "SAM_CLI_TELEMETRY": "0",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }
+        project, env = prepare(work, args.provider, python)
         templates = {"layer": "template.yaml", "package": "template-package.yaml"}
         results = {variant: Measured() for variant in templates}
         agents = project / "src" / PACKAGE / "agents.py"
         original = agents.read_text()
-        for round_ in range(args.rounds + 1):
+        # Round 0 is the untimed warm-up that fills pip's cache.
+        for round_ in range(0 if args.warmup else 1, args.rounds + 1):
             for variant, template in templates.items():
                 with_src_requirements(project, variant == "package")
                 agents.write_text(original)
@@ -250,7 +258,17 @@ def main() -> None:
     parser.add_argument(
         "--provider", default="anthropic", choices=("bedrock", "anthropic", "openai")
     )
-    report(measure(parser.parse_args()))
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="one round, no warm-up, the Bedrock-only project (minutes, not seconds: four sam "
+        "builds): shows the script runs, its figures mean nothing",
+    )
+    args = parser.parse_args()
+    args.warmup = not args.quick
+    if args.quick:
+        args.rounds, args.provider = 1, "bedrock"
+    report(measure(args))
 
 
 if __name__ == "__main__":

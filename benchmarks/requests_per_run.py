@@ -1,6 +1,6 @@
 """Billed AWS requests and DynamoDB units per typical run, and the resume path.
 
-Run: ``.venv/bin/python benchmarks/requests_per_run.py`` (about 20 s on 2 cores).
+Run: ``.venv/bin/python benchmarks/requests_per_run.py`` (about 25 s on 2 cores).
 Against another checkout (the "before" column): ``PYTHONPATH=/path/to/checkout`` in front.
 
 The typical run: the HTTP API creates a thread and a run (a 1.5 KB system prompt, one tool),
@@ -11,11 +11,19 @@ aioboto3 session (``before-send``: one count per HTTP attempt, which is what AWS
 against a moto server on 127.0.0.1. The event source mapping's own ReceiveMessage and
 DeleteMessage (one each per record, billed too) are added as a fixed line.
 
+The stack is the deployed one, WebSocket API included (``AWAKEN_CONNECTIONS_TABLE`` set, as
+template.yaml sets it): the worker looks for the run's followers with a strongly consistent
+``Query`` every 0.5 s while it drives the run, whether anyone follows or not; nobody follows
+here, so no push is sent. Those queries are counted, and printed on a line of their own.
+
 Time is scaled, not waited: the lease (60 s, renewed every 20 s), the checkpoint interval
-(1 s) and the streaming time (30 s) are all divided by ``--scale`` (20), which keeps every
-count what it is at full scale (puts per second of streaming, renewals per lease period)
-while the run takes 1.5 s. The checkpoint byte threshold (4096 characters) is not reached by
-either turn at any scale.
+(1 s), the follower look-up interval (0.5 s) and the streaming time (30 s) are all divided by
+``--scale`` (5), which keeps every count what it is at full scale (puts per second of
+streaming, renewals per lease period, look-ups per second) while the run takes 6 s. Not
+much more: the worker waits the look-up interval after the last look-up returned, and the
+query's own time on the server does not scale, so at ``--scale 20`` (a 25 ms interval beside
+a query of a few milliseconds) the look-ups come out a sixth too few. The checkpoint byte
+threshold (4096 characters) is not reached by either turn at any scale.
 
 DynamoDB units are estimated from the items each request reads or writes (DynamoDB's item
 size rules; a write bills the larger of the old and new item per 1 KB, a transactional
@@ -42,13 +50,16 @@ import uuid
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 
 from awaken_s3.dev.apigw import HttpRequest, http_api_event, jwt_claims, route_for
 from awaken_s3.local.lambda_context import LocalLambdaContext
 from awaken_s3.local.moto import MotoServer
+
+if TYPE_CHECKING:
+    from awaken_s3.agents import App
 
 SUB = "bench-user"
 MODEL = "scripted-1"
@@ -102,6 +113,9 @@ class Counts:
     sizes: dict[tuple[str, str], int] = field(default_factory=dict)
     #: operations in order, while ``trace`` is on
     trace: list[str] | None = None
+    #: DynamoDB requests on the WebSocket API's connection table (the follower look-ups)
+    on_connections: Counter[str] = field(default_factory=Counter)
+    connections_table: str = ""
     _params: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def on_send(self, event_name: str, **_: Any) -> None:
@@ -116,6 +130,8 @@ class Counts:
     def on_after(self, event_name: str, parsed: dict[str, Any], **kw: Any) -> None:
         operation = event_name.split(".")[2]
         params = self._params.pop(id(kw.get("context")), {})
+        if self.connections_table and params.get("TableName") == self.connections_table:
+            self.on_connections[operation] += 1
         self.units(operation, params, parsed)
 
     def _write(self, key: tuple[str, str], new: int | None, factor: int = 1) -> None:
@@ -173,6 +189,7 @@ class Env:
     def __init__(self, server: MotoServer, scale: float) -> None:
         suffix = uuid.uuid4().hex[:8]
         self.bucket = self.table = f"bench-{suffix}"
+        self.connections = f"bench-connections-{suffix}"
         os.environ["AWS_ENDPOINT_URL"] = server.endpoint_url
         for name, value in {
             "AWS_DEFAULT_REGION": "us-east-1",
@@ -185,20 +202,27 @@ class Env:
         self.queue_url = self.sqs.create_queue(
             QueueName=f"runs-{suffix}.fifo", Attributes={"FifoQueue": "true"}
         )["QueueUrl"]
+        from awaken_s3.service.connections import table_definition
         from awaken_s3.threads import create_table
 
-        async def make_table() -> None:
+        async def make_tables() -> None:
             import aioboto3
 
             async with aioboto3.Session().client("dynamodb") as db:
                 await create_table(db, self.table)
+                await db.create_table(TableName=self.connections, **table_definition())
 
-        asyncio.run(make_table())
+        asyncio.run(make_tables())
         os.environ.update(
             {
                 "AWAKEN_BUCKET": self.bucket,
                 "AWAKEN_TABLE": self.table,
                 "AWAKEN_QUEUE_URL": self.queue_url,
+                # The WebSocket API's table, as template.yaml gives the worker: with it the
+                # worker looks for followers of every run it drives. Its management API client
+                # is built but never called (nobody follows); moto's endpoint stands in.
+                "AWAKEN_CONNECTIONS_TABLE": self.connections,
+                "AWS_ENDPOINT_URL_APIGATEWAYMANAGEMENTAPI": server.endpoint_url,
                 "AWAKEN_PROVIDER": "anthropic",
                 "AWAKEN_MODEL": MODEL,
                 "AWAKEN_LEASE_SECONDS": str(60 / scale),
@@ -210,7 +234,9 @@ class Env:
             }
         )
 
-    def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    def api(
+        self, app: App, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         from awaken_s3.service import http
 
         found = route_for(method, path)
@@ -220,7 +246,7 @@ class Env:
         request = HttpRequest(method, path, (("content-type", "application/json"),), data)
         claims = jwt_claims(SUB, issuer="https://issuer", audience="bench", now=time.time())
         event = http_api_event(request, route, parameters, claims=claims)
-        answer = http.lambda_handler(event, context(30))
+        answer = http.handler_for(app)(event, context(30))
         assert int(answer["statusCode"]) < 300, answer
         result: dict[str, Any] = json.loads(answer["body"])
         return result
@@ -276,21 +302,47 @@ def scale_checkpoints(scale: float) -> None:
     runner.CheckpointPolicy = policy  # type: ignore[attr-defined,assignment]
 
 
+def bench_app() -> App:
+    """The app both handlers serve: one agent with the run's tool, whose system prompt and
+    tools a caller may set (the API refuses a tool the agent does not have)."""
+    from awaken_s3.agents import Agent, App
+    from awaken_s3.runtime.tools import Tool
+
+    lookup = Tool(
+        "lookup",
+        "look an order up",
+        {"type": "object", "properties": {"order": {"type": "string"}}},
+        lambda order: f"order {order}: shipped",
+    )
+    return App([Agent("default", tools=[lookup], overridable={"system", "tools"})])
+
+
+#: the worker's own ``run_pusher``, before :func:`scale_follower_checks` wrapped it
+_BUILT_PUSHER: list[Any] = []
+
+
+def scale_follower_checks(scale: float) -> None:
+    """The worker's follower look-ups at ``scale`` times their rate (1: the deployed rate)."""
+    from awaken_s3.service import push
+
+    if not _BUILT_PUSHER:
+        _BUILT_PUSHER.append(push.run_pusher)
+    built = _BUILT_PUSHER[0]
+
+    def scaled(services: Any, run_id: str) -> Any:
+        pusher = built(services, run_id)
+        if pusher is not None:
+            pusher.discover_every = push.DISCOVER_EVERY / scale
+        return pusher
+
+    push.run_pusher = scaled
+
+
 def typical_run(env: Env, counts: Counts, scale: float) -> Counts:
-    from awaken_s3.runtime.tools import Tool, ToolRegistry
     from awaken_s3.service.worker import make_handler
     from awaken_s3.streaming.scripted import ScriptedProvider, finish, tool_call
 
-    tools = ToolRegistry(
-        [
-            Tool(
-                "lookup",
-                "look an order up",
-                {"type": "object", "properties": {"order": {"type": "string"}}},
-                lambda order: f"order {order}: shipped",
-            )
-        ]
-    )
+    app = bench_app()
     model = ScriptedProvider(
         [
             [
@@ -303,9 +355,10 @@ def typical_run(env: Env, counts: Counts, scale: float) -> Counts:
         delay=1.0 / (20 * scale),
         paced=True,
     )
-    handler = make_handler(tools, provider_factory=lambda: model)
-    thread = env.api("POST", "/threads", {})
+    handler = make_handler(app=app, provider_factory=lambda: model)
+    thread = env.api(app, "POST", "/threads", {})
     env.api(
+        app,
         "POST",
         f"/threads/{thread['thread_id']}/runs",
         {"message": "Where is order A-17?", "system": SYSTEM, "tools": ["lookup"]},
@@ -330,9 +383,11 @@ def resume_path(env: Env, counts: Counts) -> tuple[float, list[str], list[str]]:
             ],
         ]
     )
-    handler = make_handler(provider_factory=lambda: model)
-    thread = env.api("POST", "/threads", {})
-    env.api("POST", f"/threads/{thread['thread_id']}/runs", {"message": "Go on", "system": SYSTEM})
+    app = bench_app()
+    handler = make_handler(app=app, provider_factory=lambda: model)
+    thread = env.api(app, "POST", "/threads", {})
+    body = {"message": "Go on", "system": SYSTEM, "tools": []}
+    env.api(app, "POST", f"/threads/{thread['thread_id']}/runs", body)
     env.deliver(handler, 0.7)  # suspended at its deadline, checkpoint kept
     counts.trace = []
     entered: list[float] = []
@@ -361,21 +416,33 @@ def install_hooks(counts: Counts) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--scale", type=float, default=20.0)
+    parser.add_argument("--scale", type=float, default=5.0)
     parser.add_argument("--resumes", type=int, default=5)
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the smallest size (seconds): shows the script runs, its resume time means nothing",
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.scale, args.resumes = 20.0, 1
     import awaken_s3
 
     with MotoServer.start() as server:
         env = Env(server, args.scale)
         scale_checkpoints(args.scale)
-        counts = Counts()
+        scale_follower_checks(args.scale)
+        counts = Counts(connections_table=env.connections)
         install_hooks(counts)
         typical_run(env, counts, args.scale)
-        per_run = Counts(requests=Counter(counts.requests))
+        per_run = Counts(
+            requests=Counter(counts.requests), on_connections=Counter(counts.on_connections)
+        )
         per_run.read_units, per_run.write_units = counts.read_units, counts.write_units
         report(per_run, awaken_s3.__file__)
         counts.requests.clear()
+        # The resume path is timed, not scaled: the look-ups at their deployed interval.
+        scale_follower_checks(1.0)
         resumes = [resume_path(env, counts) for _ in range(args.resumes)]
     resumed_ms = statistics.median(ms for ms, _, _ in resumes)
     _, before_token, after_token = resumes[-1]
@@ -396,7 +463,16 @@ def report(counts: Counts, source: str) -> None:
     for op, n in sorted(counts.requests.items()):
         print(f"  {op:36} {n:4d}")
     print(f"  {'(event source: Receive + Delete)':36} {2:4d}")
-    print(f"billed requests per run: {total + 2}")
+    looks = counts.on_connections["Query"]
+    print(
+        f"  (of the dynamodb.Query: {looks} follower look-ups on the connection table, "
+        "nobody following)"
+    )
+    rest = total + 2 - looks
+    print(
+        f"billed requests per run: {total + 2} ({rest} without the follower look-ups; "
+        f"with them {(total + 2) / rest:.2f}x)"
+    )
     print(
         f"DynamoDB units per run (estimated): {counts.write_units:.0f} write, "
         f"{counts.read_units:.0f} read"

@@ -21,7 +21,9 @@ import re
 from collections.abc import MutableMapping
 from typing import Final
 
-from awaken_s3.settings import SettingsError
+# Not awaken_s3.settings: this runs at the worker handler's import, which must not load
+# pydantic-settings (its cold start, docs/PERFORMANCE.md).
+from awaken_s3.errors import SettingsError
 
 VARIABLE: Final = "AWAKEN_TOOL_ENVIRONMENT"
 RESERVED_PREFIXES: Final = ("AWS_", "LAMBDA_", "AWAKEN_", "POWERTOOLS_", "_")
