@@ -31,6 +31,7 @@ _SHORT_TAGS = [
     "Split",
     "Sub",
     "Contains",
+    "EachMemberEquals",
     "Transform",
     "And",
     "Equals",
@@ -192,6 +193,10 @@ class Resolver:
     def _Fn_Contains(self, arg: list[Any]) -> bool:
         items, value = (self.resolve(item) for item in arg)
         return str(value) in [str(item) for item in items]
+
+    def _Fn_EachMemberEquals(self, arg: list[Any]) -> bool:
+        items, value = (self.resolve(item) for item in arg)
+        return all(str(item) == str(value) for item in items)
 
     def _Fn_GetAtt(self, arg: list[str]) -> str:
         self._resource(arg[0])

@@ -164,8 +164,20 @@ def test_the_resolver_refuses_a_reference_to_an_absent_resource(template: dict[s
         # to a new and empty user pool.
         ({"JwtIssuer": "https://i.example", "JwtAudience": "a"}, {"CognitoModeTakesNoIssuer"}),
         ({"JwtAudience": "a"}, {"CognitoModeTakesNoIssuer"}),
+        ({"JwtAudience": "a,"}, {"CognitoModeTakesNoIssuer"}),
+        ({**BRING_YOUR_OWN_ISSUER, "JwtAudience": "a,"}, {"JwtModeNeedsIssuer"}),
     ],
-    ids=["cognito", "jwt", "jwt-nothing", "jwt-no-audience", "jwt-no-issuer", "upgrade", "aud"],
+    ids=[
+        "cognito",
+        "jwt",
+        "jwt-nothing",
+        "jwt-no-audience",
+        "jwt-no-issuer",
+        "upgrade",
+        "audience",
+        "audience-and-empty",
+        "jwt-empty-audience-entry",
+    ],
 )
 def test_the_rules_refuse_a_half_configured_issuer(
     template: dict[str, Any], parameters: dict[str, str], failed: set[str]
