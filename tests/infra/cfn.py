@@ -9,6 +9,7 @@ placeholders such as ``<CheckpointBucket.Arn>``.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -29,6 +30,8 @@ _SHORT_TAGS = [
     "Select",
     "Split",
     "Sub",
+    "Contains",
+    "EachMemberEquals",
     "Transform",
     "And",
     "Equals",
@@ -106,6 +109,25 @@ class Resolver:
     def condition(self, name: str) -> bool:
         return bool(self.resolve(self.template["Conditions"][name]))
 
+    def _exists(self, entry: Mapping[str, Any]) -> bool:
+        name = entry.get("Condition")
+        return name is None or self.condition(name)
+
+    @functools.cached_property
+    def absent(self) -> frozenset[str]:
+        """The resources these parameter values do not create (their Condition is false)."""
+        resources = self.template["Resources"]
+        return frozenset(name for name, res in resources.items() if not self._exists(res))
+
+    def section(self, name: str) -> dict[str, Any]:
+        """A section's entries (Resources, Outputs) as deployed: an entry whose Condition is
+        false is left out, the others resolved. Referring to a resource left out is an error
+        CloudFormation would refuse the template for, so it raises here too."""
+        entries = self.template.get(name, {})
+        kept = {key: entry for key, entry in entries.items() if self._exists(entry)}
+        resolved: dict[str, Any] = self.resolve(kept)
+        return resolved
+
     def resolve(self, value: Any) -> Any:
         """The deployed value: Fn::If branches chosen, AWS::NoValue entries removed."""
         if isinstance(value, list):
@@ -128,6 +150,12 @@ class Resolver:
             return self.params[name]
         if name in _PSEUDO:
             return _PSEUDO[name]
+        return self._resource(name)
+
+    def _resource(self, name: str) -> str:
+        """A placeholder for a resource's value, which must be one these values create."""
+        if name in self.absent:
+            raise KeyError(f"{name} is not created with these parameter values")
         return f"<{name}>"
 
     def _Condition(self, name: str) -> bool:
@@ -162,7 +190,16 @@ class Resolver:
         index, items = arg
         return self.resolve(items)[int(index)]
 
+    def _Fn_Contains(self, arg: list[Any]) -> bool:
+        items, value = (self.resolve(item) for item in arg)
+        return str(value) in [str(item) for item in items]
+
+    def _Fn_EachMemberEquals(self, arg: list[Any]) -> bool:
+        items, value = (self.resolve(item) for item in arg)
+        return all(str(item) == str(value) for item in items)
+
     def _Fn_GetAtt(self, arg: list[str]) -> str:
+        self._resource(arg[0])
         return f"<{arg[0]}.{arg[1]}>"
 
     def _Fn_FindInMap(self, arg: list[Any]) -> Any:
@@ -175,6 +212,7 @@ class Resolver:
         def substitute(match: re.Match[str]) -> str:
             name = match.group(1)
             if "." in name:
+                self._resource(name.split(".", 1)[0])
                 return f"<{name}>"
             resolved = self._Ref(name)
             return str(resolved)

@@ -9,9 +9,11 @@ import pytest
 
 from tests.infra.cfn import Resolver, load_template, with_function_globals
 
-# The parameters without a default, as an operator would pass them.
-REQUIRED = {
-    "JwtIssuer": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_example",
+#: the parameters of a deployment that brings its own issuer (AuthMode=jwt), as an operator
+#: would pass them; every parameter has a default, so a first deploy passes none of them.
+BRING_YOUR_OWN_ISSUER = {
+    "AuthMode": "jwt",
+    "JwtIssuer": "https://issuer.example/tenant",
     "JwtAudience": "client-id",
 }
 
@@ -21,14 +23,20 @@ def template() -> dict[str, Any]:
     return load_template()
 
 
+def deployed_resources(template: dict[str, Any], **parameters: str) -> dict[str, Any]:
+    """The Resources section as deployed with these parameter values: the resources their
+    conditions leave out are gone, and Globals are merged into the functions as SAM does."""
+    resolver = Resolver(template, **parameters)
+    resources = resolver.section("Resources")
+    with_function_globals(resources, resolver.resolve(template["Globals"]["Function"]))
+    return resources
+
+
 @pytest.fixture
 def deployed(template: dict[str, Any]) -> Callable[..., dict[str, Any]]:
     """The Resources section as deployed with the given parameter values (Globals merged)."""
 
     def resolve(**parameters: str) -> dict[str, Any]:
-        resolver = Resolver(template, **{**REQUIRED, **parameters})
-        resources: dict[str, Any] = resolver.resolve(template["Resources"])
-        with_function_globals(resources, resolver.resolve(template["Globals"]["Function"]))
-        return resources
+        return deployed_resources(template, **parameters)
 
     return resolve

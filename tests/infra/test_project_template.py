@@ -15,7 +15,6 @@ import pytest
 from awaken_s3.project.scaffold import ProjectSpec, project_files
 from awaken_s3.project.stack import StackTemplateError, project_template
 from tests.infra.cfn import TEMPLATE_PATH, Resolver, load_template
-from tests.infra.conftest import REQUIRED
 
 FUNCTIONS = {"WorkerFunction": "worker", "ApiFunction": "api", "SweeperFunction": "sweeper"}
 #: the WebSocket API's functions serve no app: awaken-s3's own entry points, from the layer
@@ -107,7 +106,6 @@ def test_the_user_s_parameters_are_in_the_project_s_template(
         assert name in parameters
     resolver = Resolver(
         theirs,
-        **REQUIRED,
         WorkerMemorySize="2048",
         WorkerTimeout="300",
         WorkerPolicyArns="arn:aws:iam::123456789012:policy/tickets",

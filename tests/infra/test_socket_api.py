@@ -46,7 +46,7 @@ def test_the_socket_routes_are_the_declared_ones_on_one_integration(deployed: De
 
 def test_only_connect_is_authorized_and_by_the_http_api_s_issuer(deployed: Deployed) -> None:
     issuer = "https://issuer.example/pool"
-    resources = deployed(JwtIssuer=issuer, JwtAudience="a,b")
+    resources = deployed(AuthMode="jwt", JwtIssuer=issuer, JwtAudience="a,b")
     routes = _routes(resources)
     connect = routes.pop(SOCKET_AUTHORIZED_ROUTE)
     assert (connect["AuthorizationType"], connect["AuthorizerId"]) == (

@@ -15,6 +15,7 @@ from awaken_s3.service.liveness import Path, Timing
 from awaken_s3.settings import StorageSettings
 from awaken_s3.threads.expressions import table_definition
 from tests.infra.cfn import Resolver, as_list, resources_of_type, role_statements
+from tests.infra.conftest import BRING_YOUR_OWN_ISSUER
 
 Deployed = Callable[..., dict[str, Any]]
 
@@ -442,14 +443,18 @@ def test_environment_names_are_the_handler_contract(deployed: Deployed) -> None:
 # ------------------------------------------------------------------ HTTP API
 
 
-def test_every_route_is_behind_the_jwt_authorizer(deployed: Deployed) -> None:
-    resources = deployed(JwtAudience="a,b")
+@pytest.mark.parametrize("auth_mode", ["cognito", "jwt"])
+def test_every_route_is_behind_the_jwt_authorizer(deployed: Deployed, auth_mode: str) -> None:
+    # Which issuer and audiences, per AuthMode, is test_callers.py's.
+    own_issuer = {**BRING_YOUR_OWN_ISSUER, "JwtAudience": "a,b"}
+    resources = deployed(**(own_issuer if auth_mode == "jwt" else {}))
     api = resources["HttpApi"]["Properties"]
     auth = api["Auth"]
     jwt = auth["Authorizers"][auth["DefaultAuthorizer"]]
     assert jwt["IdentitySource"] == "$request.header.Authorization"
     assert jwt["JwtConfiguration"]["issuer"].startswith("https://")
-    assert jwt["JwtConfiguration"]["audience"] == ["a", "b"]
+    expected = ["a", "b"] if auth_mode == "jwt" else ["<UserPoolClient>"]
+    assert jwt["JwtConfiguration"]["audience"] == expected
     # Which routes there are is the service's table (test_local_stack.py compares them).
     routes = 0
     for fn in resources_of_type(resources, "AWS::Serverless::Function").values():
@@ -665,7 +670,7 @@ def test_rules_reject_a_hosted_provider_without_key_or_model(template: dict[str,
     rules = template["Rules"]
 
     def holds(rule: str, **parameters: str) -> bool:
-        resolver = Resolver(template, JwtIssuer="https://i", JwtAudience="a", **parameters)
+        resolver = Resolver(template, **parameters)
         body = rules[rule]
         if "RuleCondition" in body and not resolver.resolve(body["RuleCondition"]):
             return True
