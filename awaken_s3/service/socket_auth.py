@@ -12,8 +12,9 @@ carry none, ``client_id``) one of the audiences. The allowed principal is the to
 ``sub``; the context passes it to every route of the connection. Any refusal raises
 ``Unauthorized`` (API Gateway's 401); the token is never logged.
 
-Settings: ``AWAKEN_JWT_ISSUER`` and ``AWAKEN_JWT_AUDIENCE`` (comma-separated), the HTTP API's
-``JwtIssuer`` and ``JwtAudience`` in template.yaml.
+Settings: ``AWAKEN_JWT_ISSUER`` and ``AWAKEN_JWT_AUDIENCE`` (comma-separated): the issuer and
+audiences template.yaml gives both authorizers (the stack's user pool and app client with
+``AuthMode=cognito``, ``JwtIssuer`` and ``JwtAudience`` with ``AuthMode=jwt``).
 """
 
 from __future__ import annotations
