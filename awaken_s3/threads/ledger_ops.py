@@ -32,11 +32,14 @@ from awaken_s3.threads.evaluate import holds
 from awaken_s3.threads.models import ToolCallRecord, ToolCallStatus
 
 
-def check_same_call(stored: ToolCallRecord, *, name: str, input_digest: str) -> ToolCallRecord:
-    """``stored`` when it was made for the call ``(name, input_digest)``; else the loud error
-    (the text names the tools and the call, never the inputs)."""
-    other_input = stored.input_digest is not None and stored.input_digest != input_digest
-    if stored.name != name or other_input:
+def check_same_call(
+    stored: ToolCallRecord, *, turn: int, name: str, input_digest: str
+) -> ToolCallRecord:
+    """``stored`` when it was made for the call ``(turn, name, input_digest)``; else the loud
+    error (the text names the tools and the call, never the inputs). A record of another turn
+    under the key is a legacy record whose free-text id happens to spell this key."""
+    other_input = stored.input_digest != input_digest
+    if stored.name != name or other_input or stored.turn != turn:
         raise ToolCallMismatch(
             f"tool call {stored.tool_use_id} of run {stored.run_id} at turn {stored.turn}: "
             f"the record is for {stored.name!r}"
@@ -85,8 +88,10 @@ class ToolCallOperations(StoreIO):
             raise ThreadStoreError(
                 f"claim of tool call {record.tool_use_id} failed: {cancelled.codes}"
             )
-        assert record.input_digest is not None
-        return check_same_call(found, name=record.name, input_digest=record.input_digest)
+        assert record.input_digest is not None and record.turn is not None
+        return check_same_call(
+            found, turn=record.turn, name=record.name, input_digest=record.input_digest
+        )
 
     async def _read_call(self, record: ToolCallRecord) -> ToolCallRecord | None:
         return await self.get_tool_call(record.run_id, record.tool_use_id, turn=record.turn)

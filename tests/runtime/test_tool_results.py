@@ -11,8 +11,8 @@ import pytest
 
 from awaken_s3 import Agent, App, tool
 from awaken_s3.messages import ToolResultBlock
-from awaken_s3.runtime.loop import RunEnd, RunLoop
 from awaken_s3.runtime import tools as tools_module
+from awaken_s3.runtime.loop import RunEnd, RunLoop
 from awaken_s3.streaming.runner import TurnRunner
 from tests.fixtures.clock import FakeClock
 from tests.fixtures.runs import SETTINGS, seed_run
@@ -54,11 +54,12 @@ AGENT = Agent("results", tools=[fetch_credentials, broken_text, nested_object])
 async def test_a_result_json_cannot_hold_is_an_error_result_without_its_value(
     backend: Backend, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    provider = TurnAwareProvider(
-        [TurnSpec("Fetching.", (("c1", name, {}),)), TurnSpec("Done.")]
-    )
+    provider = TurnAwareProvider([TurnSpec("Fetching.", (("c1", name, {}),)), TurnSpec("Done.")])
     runner = TurnRunner(
-        provider, backend.checkpoints, writer_id="w1", retry_policy=FAST_RETRY,
+        provider,
+        backend.checkpoints,
+        writer_id="w1",
+        retry_policy=FAST_RETRY,
         checkpoint_policy=EAGER,
     )
     settings = dataclasses.replace(SETTINGS, agent=AGENT.name, tools=AGENT.tool_names)

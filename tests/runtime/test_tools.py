@@ -16,6 +16,7 @@ from awaken_s3.runtime.tools import (
     ToolError,
     ToolRegistry,
     execute_tool_call,
+    input_digest,
     refusal,
 )
 from awaken_s3.threads import (
@@ -29,6 +30,8 @@ from tests.fixtures.runs import seed_run
 from tests.runtime.scripts import ADD_SCHEMA
 
 CALL = ToolUseBlock(id="c1", name="add", input={"a": 2, "b": 3})
+#: the run's turn counter when the call runs (one model turn committed)
+TURN = 1
 #: the tools the run under test enabled
 ADD = ("add",)
 
@@ -126,20 +129,22 @@ async def test_a_call_runs_once_and_its_record_answers_repeats(
     counter: list[int] = []
     registry = counting_registry(counter)
     first = await execute_tool_call(
-        store, registry, run_id="r1", epoch=epoch, call=CALL, enabled=ADD
+        store, registry, run_id="r1", turn=TURN, epoch=epoch, call=CALL, enabled=ADD
     )
     again = await execute_tool_call(
-        store, registry, run_id="r1", epoch=epoch, call=CALL, enabled=ADD
+        store, registry, run_id="r1", turn=TURN, epoch=epoch, call=CALL, enabled=ADD
     )
     assert first == again and first.content == "5" and not first.is_error
     assert counter == [5]
-    record = await store.get_tool_call("r1", "c1")
+    record = await store.get_tool_call("r1", "c1", turn=TURN)
     assert record is not None and record.status == ToolCallStatus.FINISHED
 
 
 async def _orphan_claim(store: InMemoryThreadStore, clock: FakeClock, epoch: int) -> int:
     """A worker claimed c1 and died before recording a result; a new worker takes over."""
-    await store.claim_tool_call("r1", "c1", name="add", epoch=epoch)
+    await store.claim_tool_call(
+        "r1", "c1", turn=TURN, name="add", input_digest=input_digest(CALL.input), epoch=epoch
+    )
     clock.advance(11)
     return (await store.claim_run("r1", worker="w2", lease_seconds=10)).lease.epoch
 
@@ -151,11 +156,17 @@ async def test_claimed_without_result_is_unknown_for_non_idempotent_tools(
     new_epoch = await _orphan_claim(store, clock, epoch)
     counter: list[int] = []
     result = await execute_tool_call(
-        store, counting_registry(counter), run_id="r1", epoch=new_epoch, call=CALL, enabled=ADD
+        store,
+        counting_registry(counter),
+        run_id="r1",
+        turn=TURN,
+        epoch=new_epoch,
+        call=CALL,
+        enabled=ADD,
     )
     assert (result.content, result.is_error) == (OUTCOME_UNKNOWN, True)
     assert counter == []
-    record = await store.get_tool_call("r1", "c1")
+    record = await store.get_tool_call("r1", "c1", turn=TURN)
     assert record is not None and record.status == ToolCallStatus.FINISHED and record.attempts == 2
 
 
@@ -167,7 +178,7 @@ async def test_claimed_without_result_is_rerun_for_idempotent_tools(
     counter: list[int] = []
     registry = counting_registry(counter, idempotent=True)
     result = await execute_tool_call(
-        store, registry, run_id="r1", epoch=new_epoch, call=CALL, enabled=ADD
+        store, registry, run_id="r1", turn=TURN, epoch=new_epoch, call=CALL, enabled=ADD
     )
     assert (result.content, result.is_error) == ("5", False)
     assert counter == [5]
@@ -185,15 +196,18 @@ async def test_a_fenced_worker_runs_nothing_and_cannot_record(
             store,
             registry,
             run_id="r1",
+            turn=TURN,
             epoch=epoch,
             call=CALL.model_copy(update={"id": "c2"}),
             enabled=ADD,
         )
     assert counter == []
     # The old claimer, finishing late after a takeover, cannot overwrite the new record.
-    await store.reclaim_tool_call("r1", "c1", epoch=new_epoch, previous_epoch=epoch)
+    await store.reclaim_tool_call("r1", "c1", turn=TURN, epoch=new_epoch, previous_epoch=epoch)
     with pytest.raises(ToolCallConflict):
-        await store.finish_tool_call("r1", "c1", epoch=epoch, content="late", is_error=False)
+        await store.finish_tool_call(
+            "r1", "c1", turn=TURN, epoch=epoch, content="late", is_error=False
+        )
 
 
 @pytest.mark.parametrize(
@@ -220,12 +234,12 @@ async def test_a_registered_tool_the_run_did_not_enable_is_refused_without_a_cla
     registry = counting_registry(counter)
     with caplog.at_level(logging.WARNING, logger="awaken_s3.tools"):
         result = await execute_tool_call(
-            store, registry, run_id="r1", epoch=epoch, call=CALL, enabled=("search",)
+            store, registry, run_id="r1", turn=TURN, epoch=epoch, call=CALL, enabled=("search",)
         )
     assert (result.tool_use_id, result.is_error) == ("c1", True)
     assert result.content == "tool 'add' is not enabled for this run"
     assert counter == []
-    assert await store.get_tool_call("r1", "c1") is None
+    assert await store.get_tool_call("r1", "c1", turn=TURN) is None
     (logged,) = [r for r in caplog.records if r.getMessage() == REFUSED_LOG]
     assert (vars(logged)["run_id"], vars(logged)["tool"]) == ("r1", "add")
 
