@@ -9,21 +9,27 @@ import threading
 import pytest
 
 from awaken_s3.messages import ToolUseBlock
+from awaken_s3.runtime.tool_context import ToolContext, idempotency_key
 from awaken_s3.runtime.tools import (
     OUTCOME_UNKNOWN,
     REFUSED_LOG,
+    CallSite,
     Tool,
     ToolError,
     ToolRegistry,
     execute_tool_call,
     input_digest,
     refusal,
+    tool,
 )
 from awaken_s3.threads import (
     InMemoryThreadStore,
     LeaseLost,
     ToolCallConflict,
+    ToolCallRecord,
     ToolCallStatus,
+    codec,
+    writes,
 )
 from tests.fixtures.clock import FakeClock
 from tests.fixtures.runs import seed_run
@@ -269,3 +275,57 @@ async def test_a_tool_s_exception_text_reaches_the_log_only_unless_it_is_a_tool_
     told = await registry.invoke(ToolUseBlock(id="2", name="lookup", input={"q": "xyz"}))
     assert told.is_error
     assert told.content == "tool 'lookup' failed: no results for 'xyz'; try a shorter query"
+
+
+async def _legacy_claim(store: InMemoryThreadStore, clock: FakeClock, epoch: int) -> int:
+    """A worker of the build before the turn was in the key claimed c1 (``TOOL#c1``) and
+    was stopped by the upgrade; a worker of this build takes the run over."""
+    legacy = ToolCallRecord("r1", "c1", "add", ToolCallStatus.CLAIMED, epoch)
+    assert (await store._write(writes.new(codec.tool_item(legacy)), action="plant")).applied
+    clock.advance(11)
+    return (await store.claim_run("r1", worker="w2", lease_seconds=10)).lease.epoch
+
+
+async def test_a_non_idempotent_call_claimed_before_the_upgrade_never_runs_again(
+    leased: tuple[InMemoryThreadStore, FakeClock, int],
+) -> None:
+    store, clock, epoch = leased
+    new_epoch = await _legacy_claim(store, clock, epoch)
+    counter: list[int] = []
+    registry = counting_registry(counter)
+    for _ in range(2):  # and a redelivery after that
+        result = await execute_tool_call(
+            store, registry, run_id="r1", turn=TURN, epoch=new_epoch, call=CALL, enabled=ADD
+        )
+        assert (result.content, result.is_error) == (OUTCOME_UNKNOWN, True)
+    assert counter == []
+
+
+async def test_an_idempotent_call_claimed_before_the_upgrade_reruns_under_its_first_key(
+    leased: tuple[InMemoryThreadStore, FakeClock, int],
+) -> None:
+    store, clock, epoch = leased
+    new_epoch = await _legacy_claim(store, clock, epoch)
+    seen: list[ToolContext] = []
+
+    def add(a: int, b: int, ctx: ToolContext) -> int:
+        seen.append(ctx)
+        return a + b
+
+    registry = ToolRegistry([tool(idempotent=True)(add)])
+    result = await execute_tool_call(
+        store,
+        registry,
+        run_id="r1",
+        turn=TURN,
+        epoch=new_epoch,
+        call=CALL,
+        enabled=ADD,
+        site=CallSite(run_id="r1", thread_id="t1"),
+    )
+    assert (result.content, result.is_error) == ("5", False)
+    [ctx] = seen
+    # What its first attempt, before the upgrade, was given: the far end can deduplicate.
+    assert ctx.idempotency_key == idempotency_key("r1", "c1", None)
+    assert ctx.idempotency_key != idempotency_key("r1", "c1", TURN)
+    assert ctx.attempt == 2
