@@ -172,7 +172,7 @@ class Tool(Generic[P, R]):
     #: safe to run again when a previous attempt's outcome is unknown
     idempotent: bool = False
     #: seconds; an async tool is cancelled after this, a sync one is abandoned (its thread
-    #: finishes on its own)
+    #: finishes on its own). The invocation's deadline bounds every call, with or without it
     timeout: float | None = None
     #: runs with no other call of its turn at the same time
     exclusive: bool = False
@@ -246,8 +246,9 @@ def tool(
     ``name`` defaults to the function's, ``description`` to its docstring, ``input_schema`` to
     the schema of its parameters. ``idempotent``: safe to run again when a worker died with
     the call's outcome unknown (otherwise the model is told the outcome is unknown).
-    ``timeout``: seconds a call may take. ``exclusive``: the call runs alone, with no other
-    call of its turn at the same time.
+    ``timeout``: seconds a call may take (the invocation's deadline cuts it sooner when that
+    comes first). ``exclusive``: the call runs alone, with no other call of its turn at the
+    same time.
     """
 
     def build(target: Callable[P, R]) -> Tool[P, R]:
