@@ -566,6 +566,8 @@ async def _unknown_outcome(
     or it was taken over from a legacy record): re-run an idempotent tool, within the bound
     of time-outs; answer any other with "outcome unknown"."""
     call = key.call
+    if tool.idempotent and record.timeouts >= MAX_TIMEOUTS:
+        raise _timed_out_too_often(key, record)
     if record.epoch != epoch or record.status == ToolCallStatus.TIMED_OUT:
         record = await store.reclaim_tool_call(
             key.run_id, call.id, turn=key.turn, epoch=epoch, previous_epoch=record.epoch
@@ -576,8 +578,6 @@ async def _unknown_outcome(
             key.run_id, call.id, turn=key.turn, epoch=epoch, content=OUTCOME_UNKNOWN, is_error=True
         )
         return ToolResultBlock(tool_use_id=call.id, content=OUTCOME_UNKNOWN, is_error=True)
-    if record.timeouts >= MAX_TIMEOUTS:
-        raise _timed_out_too_often(key, record)
     log.info("tool call %s (%s): outcome unknown, re-running (idempotent)", call.id, call.name)
     return record
 

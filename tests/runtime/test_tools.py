@@ -8,15 +8,18 @@ import threading
 
 import pytest
 
+from awaken_s3.failures import FailureCode
 from awaken_s3.messages import ToolUseBlock
 from awaken_s3.runtime.tool_context import ToolContext, idempotency_key
 from awaken_s3.runtime.tools import (
+    MAX_TIMEOUTS,
     OUTCOME_UNKNOWN,
     REFUSED_LOG,
     CallSite,
     Tool,
     ToolError,
     ToolRegistry,
+    ToolRunFailed,
     execute_tool_call,
     input_digest,
     refusal,
@@ -329,3 +332,36 @@ async def test_an_idempotent_call_claimed_before_the_upgrade_reruns_under_its_fi
     assert ctx.idempotency_key == idempotency_key("r1", "c1", None)
     assert ctx.idempotency_key != idempotency_key("r1", "c1", TURN)
     assert ctx.attempt == 2
+
+
+async def test_a_call_found_timed_out_as_often_as_allowed_fails_the_run_without_running(
+    leased: tuple[InMemoryThreadStore, FakeClock, int],
+) -> None:
+    # Each attempt ran out of time and its worker died before failing the run: the next
+    # worker reads the count in the record and fails the run, not running the call again.
+    store, clock, epoch = leased
+    digest = input_digest(CALL.input)
+    await store.claim_tool_call("r1", "c1", turn=TURN, name="add", input_digest=digest, epoch=epoch)
+    for attempt in range(MAX_TIMEOUTS):
+        if attempt:
+            clock.advance(11)
+            new = (await store.claim_run("r1", worker=f"w{attempt}", lease_seconds=10)).lease.epoch
+            await store.reclaim_tool_call("r1", "c1", turn=TURN, epoch=new, previous_epoch=epoch)
+            epoch = new
+        await store.time_out_tool_call("r1", "c1", turn=TURN, epoch=epoch)
+    clock.advance(11)
+    last = (await store.claim_run("r1", worker="w9", lease_seconds=10)).lease.epoch
+    counter: list[int] = []
+    with pytest.raises(ToolRunFailed) as failed:
+        await execute_tool_call(
+            store,
+            counting_registry(counter, idempotent=True),
+            run_id="r1",
+            turn=TURN,
+            epoch=last,
+            call=CALL,
+            enabled=ADD,
+        )
+    assert failed.value.error.code == FailureCode.TOOL_TIMED_OUT
+    assert not failed.value.error.retryable
+    assert counter == []
