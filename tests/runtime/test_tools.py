@@ -24,6 +24,7 @@ from awaken_s3.runtime.tools import (
     input_digest,
     refusal,
     tool,
+    unserialisable,
 )
 from awaken_s3.threads import (
     InMemoryThreadStore,
@@ -365,3 +366,12 @@ async def test_a_call_found_timed_out_as_often_as_allowed_fails_the_run_without_
     assert failed.value.error.code == FailureCode.TOOL_TIMED_OUT
     assert not failed.value.error.retryable
     assert counter == []
+
+
+async def test_a_tool_error_text_utf8_cannot_hold_is_the_fixed_sentence() -> None:
+    def lookup() -> str:
+        raise ToolError("no match for \udcff")
+
+    registry = ToolRegistry([Tool("lookup", "", {"type": "object"}, lookup)])
+    out = await registry.invoke(ToolUseBlock(id="1", name="lookup", input={}))
+    assert (out.content, out.is_error) == (unserialisable("lookup"), True)
