@@ -331,10 +331,17 @@ class ToolRegistry:
         tools: Iterable[Tool[..., Any] | Callable[..., Any]] = (),
         *,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        timeout: float | None = None,
     ) -> None:
+        """``timeout``: seconds any call of these tools may take (an agent's bound; a tool's
+        own ``timeout`` and the invocation's deadline cut a call sooner when they come first).
+        """
+        if timeout is not None and not timeout > 0:
+            raise ToolDefinitionError("a tool timeout must be positive")
         self._tools: dict[str, Tool[..., Any]] = {}
         self._validators: dict[str, Validator] = {}
         self.max_result_chars = max_result_chars
+        self.timeout = timeout
         for item in tools:
             self.add(as_tool(item))
 
@@ -435,7 +442,8 @@ class ToolRegistry:
             if context is None:
                 raise ValueError(f"tool {call.name} takes a ToolContext: pass one")
             kwargs[tool.context_param] = context
-        bound = min((b for b in (tool.timeout, seconds) if b is not None), default=None)
+        limits = (tool.timeout, self.timeout, seconds)
+        bound = min((b for b in limits if b is not None), default=None)
         try:
             result = await _bounded(_call(tool, kwargs), bound, sleep)
         except TimeoutError:

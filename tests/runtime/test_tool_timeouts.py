@@ -171,3 +171,26 @@ async def test_a_non_idempotent_tool_that_hangs_gets_outcome_unknown_and_never_r
     assert record is not None
     assert (record.status, record.timeouts) == (ToolCallStatus.FINISHED, 1)
     release.set()  # the abandoned thread may finish now; its late result reaches nobody
+
+
+async def test_an_agent_s_tool_timeout_cuts_a_call_before_the_deadline(
+    backend: Backend, clock: FakeClock
+) -> None:
+    timer = Deadline(clock)
+
+    @tool
+    async def hang(topic: str) -> str:
+        """Charge (hangs; not safe to run twice)."""
+        timer.started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    agent = Agent("hanger", tools=[hang], tool_timeout=5.0)
+    await seed(backend, agent)
+    result = await hanging_loop(backend, agent, clock, timer).run("r1", deadline=clock() + SLICE)
+    # Cut after the agent's 5 s, with time to spare: the model answers in the same invocation.
+    assert result.end == RunEnd.COMPLETED
+    assert timer.waits == [5.0]
+    messages = await backend.threads.load_messages("t1")
+    [answer] = [b for m in messages for b in m.content if isinstance(b, ToolResultBlock)]
+    assert (answer.content, answer.is_error) == (OUTCOME_TIMED_OUT, True)
