@@ -101,6 +101,8 @@ class Agent:
     ``token_budget``: input + output tokens a run may spend; the run fails with
     ``budget_exhausted`` once a committed turn passes it. ``max_parallel_tools``: calls of one
     turn that run at once (a tool made with ``exclusive=True`` always runs alone).
+    ``tool_timeout``: seconds any of its tool calls may take (a tool's own ``timeout``, and the
+    time the worker's invocation has left, cut a call sooner when they come first).
     """
 
     name: str = field(kw_only=False)
@@ -116,6 +118,7 @@ class Agent:
     token_budget: int | None = None
     overridable: Collection[str] = frozenset()
     max_parallel_tools: int = DEFAULT_MAX_PARALLEL_TOOLS
+    tool_timeout: float | None = None
     registry: ToolRegistry = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -131,7 +134,9 @@ class Agent:
                 raise AgentDefinitionError(f"agent {self.name}: two tools named {item.name!r}")
             seen.add(item.name)
         object.__setattr__(self, "tools", tools)
-        object.__setattr__(self, "registry", ToolRegistry(tools))
+        if self.tool_timeout is not None and not self.tool_timeout > 0:
+            raise AgentDefinitionError(f"agent {self.name}: tool_timeout must be positive")
+        object.__setattr__(self, "registry", ToolRegistry(tools, timeout=self.tool_timeout))
         overridable = frozenset(self.overridable)
         unknown = overridable - OVERRIDABLE_FIELDS
         if unknown:

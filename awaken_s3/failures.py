@@ -69,6 +69,12 @@ class FailureCode(StrEnum):
     UNKNOWN_AGENT = "unknown_agent", "the run names an agent this service does not have"
     NO_PROGRESS = "no_progress", "the run was handed over repeatedly without making progress"
     BUDGET_EXHAUSTED = "budget_exhausted", "the run spent its token budget"
+    # tool calls (awaken_s3.runtime.tools)
+    TOOL_TIMED_OUT = "tool_timed_out", "a tool call ran out of time on every attempt"
+    TOOL_CALL_MISMATCH = (
+        "tool_call_mismatch",
+        "a tool call's stored record belongs to another call",
+    )
     # turn endings (awaken_s3.runtime.endings)
     REFUSAL = "refusal", "the model refused to answer"
     # the sweeper (awaken_s3.service.sweeper)

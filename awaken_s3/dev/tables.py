@@ -2,7 +2,7 @@
 run's internals (lease, checkpoint fencing fields, tool-call claims).
 
 A run's internals come through the project's stores (the thread store's ``get_run``,
-``load_messages`` and ``get_tool_call``, the checkpoint store's ``get``). The thread list
+``list_tool_calls``, the checkpoint store's ``get``). The thread list
 has no store operation (the Lambda API never lists a caller's threads): it is a table scan,
 fine for a local table, its filter built by boto3's condition builder.
 """
@@ -87,30 +87,19 @@ async def _checkpoint(services: Services, run_id: str) -> dict[str, Any] | None:
     }
 
 
-async def _tool_claims(
-    services: Services, run: RunState, checkpoint: dict[str, Any] | None
-) -> list[dict[str, Any]]:
-    """The claims of every tool call the run's turns (committed or streaming) asked for."""
-    ids: list[str] = []
-    messages = await services.threads.load_messages(run.thread_id)
-    for message in messages[: run.message_count]:
-        ids.extend(call.id for call in message.tool_uses)
-    ids.extend(call["id"] for call in (checkpoint or {}).get("tool_calls", ()) if call["id"])
-    claims = []
-    for tool_use_id in dict.fromkeys(ids):
-        record = await services.threads.get_tool_call(run.run_id, tool_use_id)
-        if record is not None:
-            claims.append(
-                {
-                    "id": record.tool_use_id,
-                    "name": record.name,
-                    "status": record.status.value,
-                    "epoch": record.epoch,
-                    "attempts": record.attempts,
-                    "is_error": record.is_error,
-                }
-            )
-    return claims
+async def _tool_claims(services: Services, run: RunState) -> list[dict[str, Any]]:
+    """The claims of every tool call of the run (a streaming turn's calls have none yet)."""
+    return [
+        {
+            "id": record.tool_use_id,
+            "name": record.name,
+            "status": record.status.value,
+            "epoch": record.epoch,
+            "attempts": record.attempts,
+            "is_error": record.is_error,
+        }
+        for record in await services.threads.list_tool_calls(run.run_id)
+    ]
 
 
 async def run_internals(
@@ -138,5 +127,5 @@ async def run_internals(
             "expires_in": round(lease.lease_until - time.time(), 1) if lease.owner else None,
         },
         "checkpoint": checkpoint,
-        "tool_calls": await _tool_claims(services, run, checkpoint),
+        "tool_calls": await _tool_claims(services, run),
     }

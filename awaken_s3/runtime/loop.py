@@ -14,6 +14,7 @@ that the returned run state shows.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -34,7 +35,7 @@ from awaken_s3.runtime.run_machine import (
 )
 from awaken_s3.runtime.run_result import RunEnd, RunResult
 from awaken_s3.runtime.tool_batch import run_tool_calls
-from awaken_s3.runtime.tools import ToolRegistry
+from awaken_s3.runtime.tools import Sleep, ToolRegistry, ToolRunFailed
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.streaming.cleanup import Cleared, delete_turn_checkpoint, settle_checkpoint
 from awaken_s3.streaming.outcome import TurnOutcome
@@ -88,12 +89,13 @@ class RunLoop:
         provider_for: ProviderLookup | None = None,
         turn_headroom: float = 0.0,
         listener: RunListener | None = None,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         """``app``: the agents whose runs it drives (without one, every run is the default
         agent's, with ``tools``); ``provider_for``: an agent's provider (None: the runner's);
         ``renew_every`` 0 disables renewal; ``max_idle_suspensions`` and ``turn_headroom``:
         see :class:`~awaken_s3.runtime.run_machine.RunMachine`; ``listener``: told of each
-        committed model turn."""
+        committed model turn; ``sleep``: the timer that cuts a tool call at the deadline."""
         if max_idle_suspensions < 1:
             raise ValueError("max_idle_suspensions must be >= 1")
         if app is not None and tools is not None:
@@ -108,6 +110,7 @@ class RunLoop:
         self._clock, self._monotonic = clock, monotonic
         self.max_idle_suspensions, self.turn_headroom = max_idle_suspensions, turn_headroom
         self.listener = listener
+        self._sleep = sleep
 
     async def run(
         self, run_id: str, *, deadline: float | None = None, heartbeat: Heartbeat | None = None
@@ -288,11 +291,14 @@ class _Driver:
             may_start=lambda: not machine.past_deadline(monotonic()),
             deadline=machine.deadline,
             monotonic=monotonic,
+            sleep=self.loop._sleep,
         )
         try:
             results = await self.lease.while_held(batch)
         except (LeaseLost, ToolCallConflict) as exc:
             return rm.ToolsRan(None, refused=str(exc))
+        except ToolRunFailed as exc:
+            return rm.ToolsRan(None, failed=exc.error)
         if results is None:
             return rm.ToolsRan(None, cancelled=self.lease.cancelled)
         return rm.ToolsRan(tuple(results))

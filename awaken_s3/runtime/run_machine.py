@@ -15,9 +15,10 @@ is one row of :data:`TRANSITIONS`:
 |                  |                     | (ThreadNotFound); else the step                     |
 | READING          | RunRead             | the step                                            |
 | RELOADING        | HistoryLoaded       | the step, from its budget check on                  |
-| RUNNING_TOOLS    | ToolsRan            | refused or lease lost → CheckFence; abandoned for a |
-|                  |                     | cancel → ReadRun; a call not started → the          |
-|                  |                     | hand-over; else Commit the results                  |
+| RUNNING_TOOLS    | ToolsRan            | a call the run cannot get past → Finish failed;     |
+|                  |                     | refused or lease lost → CheckFence; abandoned for a |
+|                  |                     | cancel → ReadRun; a call not started (or timed out) |
+|                  |                     | → the hand-over; else Commit the results            |
 | TURNING          | TurnEnded           | lease lost → CheckFence; abandoned for a cancel →   |
 |                  |                     | ReadRun; suspended → the hand-over;                 |
 |                  |                     | fenced → ConfirmOwner (repairs left) or CheckFence; |
@@ -190,6 +191,9 @@ class ToolsRan:
     refused: str | None = None
     #: the calls were abandoned because a renewal found the run cancelled
     cancelled: bool = False
+    #: a call the run cannot get past (a record of another call, time-outs on every
+    #: attempt): the run fails with this error
+    failed: ClassifiedError | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -718,6 +722,8 @@ class RunMachine(RunExits):
     # -- tools --------------------------------------------------------------------------------
 
     def _on_tools(self, event: ToolsRan) -> Action:
+        if event.failed is not None:
+            return self._finish(RunStatus.FAILED, event.failed)
         if event.refused is not None:
             return self._check_fence(event.refused)
         if event.results is None:

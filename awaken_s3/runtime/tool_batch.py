@@ -11,7 +11,9 @@ at-most-once.
 
 ``may_start`` is asked before each start (the invocation's deadline): a call it refuses is not
 started, and its slot in the result is None (its run hands over; the next invocation answers
-the finished calls from their records and runs the rest). When one call raises, no other
+the finished calls from their records and runs the rest). A running call is bounded by the same
+deadline (:func:`~awaken_s3.runtime.tools.execute_tool_call`): an idempotent call that ran out
+of time is None too, and is tried again by the next invocation. When one call raises, no other
 starts, those running are cancelled, and the first error is raised once all have stopped.
 """
 
@@ -23,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from awaken_s3.messages import ToolResultBlock, ToolUseBlock
-from awaken_s3.runtime.tools import CallSite, execute_tool_call
+from awaken_s3.runtime.tools import CallSite, Sleep, ToolCallTimedOut, execute_tool_call
 from awaken_s3.threads.base import ToolCallLedger
 from awaken_s3.threads.models import RunState
 
@@ -115,11 +117,18 @@ async def run_tool_calls(
     may_start: Callable[[], bool],
     deadline: float | None,
     monotonic: Callable[[], float],
+    sleep: Sleep = asyncio.sleep,
 ) -> list[ToolResultBlock | None]:
     """Run a turn's calls through ``agent``'s tools, each claimed and recorded in ``ledger``
     under ``epoch`` (:func:`~awaken_s3.runtime.tools.execute_tool_call`), at most the agent's
-    ``max_parallel_tools`` at once and an exclusive tool alone; a call ``may_start`` refuses
-    (the deadline) is None."""
+    ``max_parallel_tools`` at once and an exclusive tool alone, none past ``deadline``
+    (measured by ``sleep``); a call ``may_start`` refuses (the deadline), or an idempotent one
+    that ran out of time, is None.
+
+    The calls are those of ``run``'s last committed model turn: ``run.turn`` (the model turns
+    committed so far) names that turn in each call's identity. It stays put until their
+    results are committed, which does not advance it, so every redelivery names the same
+    calls the same way."""
     registry = agent.registry
     site = CallSite(
         run_id=callers_id(run.owner, run.run_id),
@@ -127,18 +136,23 @@ async def run_tool_calls(
         caller=run.owner,
         deadline=deadline,
         monotonic=monotonic,
+        sleep=sleep,
     )
 
-    async def one(call: ToolUseBlock) -> ToolResultBlock:
-        return await execute_tool_call(
-            ledger,
-            registry,
-            run_id=run.run_id,
-            epoch=epoch,
-            call=call,
-            enabled=run.settings.tools,
-            site=site,
-        )
+    async def one(call: ToolUseBlock) -> ToolResultBlock | None:
+        try:
+            return await execute_tool_call(
+                ledger,
+                registry,
+                run_id=run.run_id,
+                turn=run.turn,
+                epoch=epoch,
+                call=call,
+                enabled=run.settings.tools,
+                site=site,
+            )
+        except ToolCallTimedOut:
+            return None
 
     def alone(call: ToolUseBlock) -> bool:
         tool = registry.get(call.name)

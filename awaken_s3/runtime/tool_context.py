@@ -23,9 +23,14 @@ from typing import Any
 TOOL_LOGGER = "awaken_s3.tools"
 
 
-def idempotency_key(run_id: str, tool_call_id: str) -> str:
-    """Stable per (stored run id, tool call id): the ledger's own key for the call (pure)."""
-    digest = hashlib.sha256(f"{run_id}\0{tool_call_id}".encode()).hexdigest()
+def idempotency_key(run_id: str, tool_call_id: str, turn: int | None) -> str:
+    """Stable per (stored run id, turn, tool call id): the ledger's own identity of the call,
+    so two calls never share one, even where a provider repeats ids from turn to turn (pure).
+
+    ``turn`` None is the formula before the turn was part of a call's identity: a call whose
+    first attempt was started under it keeps it for every later attempt."""
+    name = f"{run_id}\0{tool_call_id}" if turn is None else f"{run_id}\0{turn}\0{tool_call_id}"
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
     return f"awaken-{digest[:40]}"
 
 
@@ -49,7 +54,7 @@ class ToolContext:
     #: the run and thread as their caller named them (the ids the HTTP API takes)
     run_id: str
     thread_id: str
-    #: the model's id of this call
+    #: the model's id of this call (unique within its turn only: some providers repeat ids)
     tool_call_id: str
     #: the same on every attempt of this call, different for every other call
     idempotency_key: str
@@ -63,6 +68,8 @@ class ToolContext:
     #: a ``monotonic`` instant: when this invocation must hand the run over (None: no deadline)
     deadline: float | None = None
     monotonic: Callable[[], float] = field(default=time.monotonic, repr=False)
+    #: the run's turn counter when the call runs: with ``tool_call_id``, what names the call
+    turn: int = 0
 
     @property
     def seconds_left(self) -> float | None:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from awaken_s3.threads.errors import ThreadNotFound as ThreadNotFound
     from awaken_s3.threads.errors import ThreadStoreError as ThreadStoreError
     from awaken_s3.threads.errors import ToolCallConflict as ToolCallConflict
+    from awaken_s3.threads.errors import ToolCallMismatch as ToolCallMismatch
     from awaken_s3.threads.memory import InMemoryThreadStore as InMemoryThreadStore
     from awaken_s3.threads.models import CommitResult as CommitResult
     from awaken_s3.threads.models import Lease as Lease

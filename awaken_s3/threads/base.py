@@ -144,7 +144,12 @@ class RunStore(Protocol):
 
 @runtime_checkable
 class ToolCallLedger(Protocol):
-    """At-most-once records of tool calls, one per ``(run_id, tool_use_id)``.
+    """At-most-once records of tool calls, one per ``(run_id, turn, tool_use_id)``.
+
+    ``turn`` is the run's ``turn`` counter when the call runs (the model turns committed so
+    far): providers may repeat call ids from one turn to the next (OpenAI-compatible servers
+    that send none get ``call_<index>``), so the id alone does not name a call. A record
+    holds the tool's name and a digest of the call's input, and answers only that call.
 
     Not separable from the runs in storage: a claim or reclaim is written only while the
     claimer's ``epoch`` still holds the run's lease, checked in the same transaction as the
@@ -153,31 +158,65 @@ class ToolCallLedger(Protocol):
     """
 
     async def claim_tool_call(
-        self, run_id: str, tool_use_id: str, *, name: str, epoch: int
+        self,
+        run_id: str,
+        tool_use_id: str,
+        *,
+        turn: int,
+        name: str,
+        input_digest: str,
+        epoch: int,
     ) -> tuple[ToolCallRecord, bool]:
         """Claim a call before running it, while ``epoch`` holds the run lease.
 
         Returns ``(record, True)`` when this call claimed it, ``(existing, False)`` when the
-        call was already claimed (and maybe finished). Raises LeaseLost.
+        call was already claimed (and maybe finished, or timed out), or when it was taken over
+        from a legacy record of the same call (``adopted``: its outcome unknown). Raises
+        ToolCallMismatch when the record under the key is for another tool or input; LeaseLost.
         """
         ...
 
     async def reclaim_tool_call(
-        self, run_id: str, tool_use_id: str, *, epoch: int, previous_epoch: int
+        self, run_id: str, tool_use_id: str, *, turn: int, epoch: int, previous_epoch: int
     ) -> ToolCallRecord:
-        """Take over a call claimed by an earlier epoch and never finished.
+        """Take over a call claimed by an earlier epoch that has no result (still claimed, or
+        timed out); counts one more attempt.
 
         Raises ToolCallConflict when someone else took it over or it finished; LeaseLost.
         """
         ...
 
-    async def finish_tool_call(
-        self, run_id: str, tool_use_id: str, *, epoch: int, content: str, is_error: bool
+    async def time_out_tool_call(
+        self, run_id: str, tool_use_id: str, *, turn: int, epoch: int
     ) -> ToolCallRecord:
-        """Record the result; raises ToolCallConflict when ``epoch`` no longer holds the call."""
+        """Record that ``epoch``'s attempt ran out of time (outcome unknown, ``timeouts`` + 1);
+        raises ToolCallConflict when ``epoch`` no longer holds the call."""
         ...
 
-    async def get_tool_call(self, run_id: str, tool_use_id: str) -> ToolCallRecord | None: ...
+    async def finish_tool_call(
+        self,
+        run_id: str,
+        tool_use_id: str,
+        *,
+        turn: int,
+        epoch: int,
+        content: str,
+        is_error: bool,
+        timed_out: bool = False,
+    ) -> ToolCallRecord:
+        """Record the result (``timed_out``: it says the attempt ran out of time); raises
+        ToolCallConflict when ``epoch`` no longer holds the call."""
+        ...
+
+    async def get_tool_call(
+        self, run_id: str, tool_use_id: str, *, turn: int | None
+    ) -> ToolCallRecord | None:
+        """The record of a call (``turn`` None: the legacy key, the id alone)."""
+        ...
+
+    async def list_tool_calls(self, run_id: str) -> list[ToolCallRecord]:
+        """Every record of the run, legacy ones included, in key order."""
+        ...
 
 
 @runtime_checkable

@@ -6,7 +6,10 @@ One table, string keys ``pk``/``sk``::
     pk = THREAD#<thread_id>   sk = MSG#<seq, 10 digits>   one message (body or body_ref)
     pk = RUN#<run_id>         sk = RUN                    run state and lease
     pk = RUN#<run_id>         sk = SETTINGS               a long system prompt, written once
-    pk = RUN#<run_id>         sk = TOOL#<tool_use_id>     one tool-call record
+    pk = RUN#<run_id>         sk = TOOL#<turn, 10 digits>#<tool_use_id>
+                                                          one tool-call record
+    pk = RUN#<run_id>         sk = TOOL#<tool_use_id>     a legacy tool-call record (stored
+                                                          before the turn was in the key)
 
 Zero-padded sequence numbers make the sort key order the message order, so one Query reads a
 thread in order.
@@ -106,8 +109,18 @@ def settings_key(run_id: str) -> Item:
     return {"pk": run_pk(run_id), "sk": SETTINGS_SK}
 
 
-def tool_key(run_id: str, tool_use_id: str) -> Item:
-    return {"pk": run_pk(run_id), "sk": f"{TOOL_PREFIX}{tool_use_id}"}
+def tool_sk(tool_use_id: str, turn: int | None) -> str:
+    """A tool call's sort key: its turn and its id (``turn`` None: the legacy layout, keyed
+    by the id alone, which providers may repeat from turn to turn)."""
+    if turn is None:
+        return f"{TOOL_PREFIX}{tool_use_id}"
+    if turn < 0:
+        raise ValueError("a tool call's turn is not negative")
+    return f"{TOOL_PREFIX}{turn:0{SEQ_DIGITS}d}#{tool_use_id}"
+
+
+def tool_key(run_id: str, tool_use_id: str, turn: int | None) -> Item:
+    return {"pk": run_pk(run_id), "sk": tool_sk(tool_use_id, turn)}
 
 
 def run_id_of(item: Mapping[str, Any]) -> str:
@@ -349,7 +362,7 @@ def run_of(item: Mapping[str, Any], *, system: str | None = None) -> RunState:
 
 
 def tool_item(record: ToolCallRecord) -> Item:
-    item = tool_key(record.run_id, record.tool_use_id)
+    item = tool_key(record.run_id, record.tool_use_id, record.turn)
     item.update(
         name=record.name,
         status=record.status.value,
@@ -357,22 +370,36 @@ def tool_item(record: ToolCallRecord) -> Item:
         attempts=record.attempts,
         is_error=record.is_error,
     )
-    if record.content is not None:
-        item["content"] = record.content
+    if record.turn is not None:
+        # The id and turn as attributes: a record is decoded from them, never by parsing a
+        # sort key whose id part is the provider's free text.
+        item.update(call_id=record.tool_use_id, turn=record.turn, timeouts=record.timeouts)
+    optional = {"content": record.content, "input_digest": record.input_digest}
+    item.update({name: value for name, value in optional.items() if value is not None})
+    flags = {"adopted": record.adopted, "legacy_key": record.legacy_key}
+    item.update({name: True for name, value in flags.items() if value})
     return item
 
 
 def tool_of(item: Mapping[str, Any]) -> ToolCallRecord:
     content = item.get("content")
+    digest = item.get("input_digest")
+    turn = item.get("turn")
+    call_id = item.get("call_id")
     return ToolCallRecord(
         run_id=run_id_of(item),
-        tool_use_id=str(item["sk"]).removeprefix(TOOL_PREFIX),
+        tool_use_id=str(call_id) if turn is not None else str(item["sk"]).removeprefix(TOOL_PREFIX),
         name=str(item.get("name", "")),
         status=ToolCallStatus(item["status"]),
         epoch=_int(item, "epoch"),
         attempts=_int(item, "attempts", 1),
         content=None if content is None else str(content),
         is_error=bool(item.get("is_error", False)),
+        turn=None if turn is None else int(turn),
+        input_digest=None if digest is None else str(digest),
+        timeouts=_int(item, "timeouts"),
+        adopted=bool(item.get("adopted", False)),
+        legacy_key=bool(item.get("legacy_key", False)),
     )
 
 

@@ -121,6 +121,42 @@ def tool_held(epoch: int) -> ConditionBase:
     return Attr("status").eq(ToolCallStatus.CLAIMED.value) & at_epoch(epoch)
 
 
+def tool_unfinished(epoch: int) -> ConditionBase:
+    """A tool call ``epoch`` claimed that has no result: still claimed, or timed out (its
+    outcome unknown either way). A takeover needs exactly this."""
+    unfinished = [ToolCallStatus.CLAIMED.value, ToolCallStatus.TIMED_OUT.value]
+    return Attr("status").is_in(unfinished) & at_epoch(epoch)
+
+
+def tool_timed_out(epoch: int) -> ConditionBase:
+    """The time-out ``epoch`` recorded: a repeated time-out whose first attempt landed."""
+    return Attr("status").eq(ToolCallStatus.TIMED_OUT.value) & at_epoch(epoch)
+
+
+def legacy_not_this_call(name: str, turn: int) -> ConditionBase:
+    """Nothing at a call's legacy key (``TOOL#<id>``, the layout before the turn was part of
+    the key) that may be this call's: no item, a record of another tool, or a record another
+    turn's call already took over. The id alone repeats from turn to turn on some providers,
+    so a record of another tool there is another call's."""
+    return (
+        Attr("pk").not_exists()
+        | Attr("call_id").exists()
+        | Attr("name").ne(name)
+        | (Attr("adopted_turn").exists() & Attr("adopted_turn").ne(turn))
+    )
+
+
+def legacy_adoptable(name: str, turn: int) -> ConditionBase:
+    """A legacy record of the same tool that no other turn's call took over: it may be this
+    call's, started before the upgrade."""
+    return (
+        Attr("pk").exists()
+        & Attr("call_id").not_exists()
+        & Attr("name").eq(name)
+        & (Attr("adopted_turn").not_exists() | Attr("adopted_turn").eq(turn))
+    )
+
+
 def tool_finished(epoch: int, content: str, is_error: bool) -> ConditionBase:
     """The result ``epoch`` recorded: a repeated finish whose first attempt landed."""
     return (

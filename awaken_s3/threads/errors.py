@@ -11,7 +11,7 @@ Outcomes of the contract (what the caller asked for could not be done as asked):
 * ``CommitConflict``: ``CommitFenced``, ``ThreadMovedOn``. They are told apart because
   callers react differently: a duplicate is done, a fenced worker stops silently, a thread
   that moved on is reloaded, never overwritten;
-* ``ToolCallConflict``, ``MessageTooLarge``.
+* ``ToolCallConflict``, ``ToolCallMismatch``, ``MessageTooLarge``.
 
 Failures of the storage itself (what the caller asked for may well be fine):
 
@@ -125,6 +125,12 @@ class ThreadMovedOn(CommitConflict):
 
 class ToolCallConflict(ThreadStoreError):
     """A tool-call claim or result lost its condition (another epoch took the call over)."""
+
+
+class ToolCallMismatch(ThreadStoreError):
+    """The record under a tool call's key was made for another call (another tool, or another
+    input): it must never answer this one. Retrying cannot help, so the run fails
+    (``tool_call_mismatch``)."""
 
 
 class MessageTooLarge(ThreadStoreError, ValueError):

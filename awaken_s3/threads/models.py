@@ -119,12 +119,20 @@ class RunState:
 
 class ToolCallStatus(StrEnum):
     CLAIMED = "claimed"
+    #: the call ran out of time (the invocation's deadline or the tool's own timeout): its
+    #: outcome is unknown, like a claim whose worker died
+    TIMED_OUT = "timed_out"
     FINISHED = "finished"
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCallRecord:
-    """A tool call's durable trace: claimed before the callable runs, finished after."""
+    """A tool call's durable trace: claimed before the callable runs, finished after.
+
+    A call is identified by its run, its turn and its id within the turn
+    (``TOOL#<turn>#<id>``): providers may repeat ids from one turn to the next. ``turn`` is
+    None only on a record stored before the turn was part of the key (``TOOL#<id>``).
+    """
 
     run_id: str
     tool_use_id: str
@@ -135,6 +143,19 @@ class ToolCallRecord:
     attempts: int = 1
     content: str | None = None
     is_error: bool = False
+    #: the run's ``turn`` counter when the call ran: the model turns committed so far, so
+    #: the calls of each assistant message have their own (None: the legacy key layout)
+    turn: int | None = None
+    #: digest of the call's canonical input: a record answers only the call it was made for
+    input_digest: str | None = None
+    #: attempts that ran out of time
+    timeouts: int = 0
+    #: taken over from a legacy record of the same call started before the upgrade: its
+    #: outcome is unknown, whatever that record says
+    adopted: bool = False
+    #: the ToolContext's idempotency key keeps the legacy formula (run, id): the call's first
+    #: attempt, started before the upgrade, used it
+    legacy_key: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -323,6 +323,8 @@ def commit(commit: TurnCommit, message_items: Sequence[Item], *, now: float) -> 
 #: positions in a lease-checked transaction (and in its cancellation reasons)
 LEASE_CHECK: Final = 0
 OPERATION: Final = 1
+#: a claim's check of the call's legacy key (``TOOL#<id>``), or an adoption's update of it
+LEGACY: Final = 2
 
 
 def lease_check(run_id: str, epoch: int) -> Check:
@@ -331,33 +333,94 @@ def lease_check(run_id: str, epoch: int) -> Check:
     return Check(codec.run_key(run_id), cond.at_epoch(epoch))
 
 
+def _legacy_key(record: ToolCallRecord) -> Item:
+    return codec.tool_key(record.run_id, record.tool_use_id, None)
+
+
 def tool_claim(record: ToolCallRecord) -> list[Write]:
     """Claim a call before running it: the run at the claimer's epoch, the call unclaimed
-    (on a lost condition the stored call comes back)."""
-    return [lease_check(record.run_id, record.epoch), new(codec.tool_item(record), return_old=True)]
-
-
-def tool_reclaim(run_id: str, tool_use_id: str, *, epoch: int, previous_epoch: int) -> list[Write]:
-    """Take over a call an earlier epoch claimed and never finished: the run at ``epoch``,
-    the call still claimed by ``previous_epoch``, so of two workers taking it over only one
-    can."""
+    (on a lost condition the stored call comes back), and nothing at its legacy key that may
+    be this very call, started before the upgrade (on a lost condition that record comes
+    back: :func:`tool_adopt` takes it over)."""
+    assert record.turn is not None, "new claims use the (run, turn, call) key"
     return [
-        lease_check(run_id, epoch),
-        Update(
-            codec.tool_key(run_id, tool_use_id),
-            {"epoch": epoch, "attempts": Add(1)},
-            cond.tool_held(previous_epoch),
+        lease_check(record.run_id, record.epoch),
+        new(codec.tool_item(record), return_old=True),
+        Check(
+            _legacy_key(record),
+            cond.legacy_not_this_call(record.name, record.turn),
+            return_old=True,
         ),
     ]
 
 
-def tool_finish(
-    run_id: str, tool_use_id: str, *, epoch: int, content: str, is_error: bool
-) -> Update:
-    """Record a call's result: only while ``epoch`` holds the call and it is not finished,
-    so a worker that lost the call cannot overwrite its result."""
+def tool_claim_plain(record: ToolCallRecord) -> list[Write]:
+    """A claim that no longer asks about the legacy key (it holds another call's record)."""
+    return tool_claim(record)[:LEGACY]
+
+
+def tool_adopt(record: ToolCallRecord) -> list[Write]:
+    """Claim a call whose legacy record (the same tool, not taken over by another turn) may
+    be its own: the new record, marked ``adopted`` (its outcome unknown), and the legacy
+    record bound to this turn, so no later turn's call with the same id takes it for its own.
+    """
+    assert record.turn is not None and record.adopted
+    return [
+        lease_check(record.run_id, record.epoch),
+        new(codec.tool_item(record), return_old=True),
+        Update(
+            _legacy_key(record),
+            {"adopted_turn": record.turn},
+            cond.legacy_adoptable(record.name, record.turn),
+        ),
+    ]
+
+
+def tool_reclaim(
+    run_id: str, tool_use_id: str, *, turn: int, epoch: int, previous_epoch: int
+) -> list[Write]:
+    """Take over a call an earlier epoch claimed and never finished (still claimed, or timed
+    out): the run at ``epoch``, the call still ``previous_epoch``'s, so of two workers taking
+    it over only one can."""
+    return [
+        lease_check(run_id, epoch),
+        Update(
+            codec.tool_key(run_id, tool_use_id, turn),
+            {"epoch": epoch, "attempts": Add(1), "status": ToolCallStatus.CLAIMED.value},
+            cond.tool_unfinished(previous_epoch),
+        ),
+    ]
+
+
+def tool_time_out(run_id: str, tool_use_id: str, *, turn: int, epoch: int) -> Update:
+    """Record that ``epoch``'s attempt at a call ran out of time: its outcome is unknown (the
+    next epoch judges it like a dead worker's claim), and one more time-out is counted."""
     return Update(
-        codec.tool_key(run_id, tool_use_id),
-        {"status": ToolCallStatus.FINISHED.value, "content": content, "is_error": is_error},
+        codec.tool_key(run_id, tool_use_id, turn),
+        {"status": ToolCallStatus.TIMED_OUT.value, "timeouts": Add(1)},
         cond.tool_held(epoch),
     )
+
+
+def tool_finish(
+    run_id: str,
+    tool_use_id: str,
+    *,
+    turn: int,
+    epoch: int,
+    content: str,
+    is_error: bool,
+    timed_out: bool = False,
+) -> Update:
+    """Record a call's result: only while ``epoch`` holds the call and it is not finished,
+    so a worker that lost the call cannot overwrite its result. ``timed_out``: the result
+    says the attempt ran out of time (one more time-out is counted)."""
+    sets: Item = {"status": ToolCallStatus.FINISHED.value, "content": content, "is_error": is_error}
+    if timed_out:
+        sets["timeouts"] = Add(1)
+    return Update(codec.tool_key(run_id, tool_use_id, turn), sets, cond.tool_held(epoch))
+
+
+def tool_calls(run_id: str) -> Query:
+    """Every tool-call record of a run (legacy ones too), by sort key."""
+    return Query(cond.messages_of(codec.run_pk(run_id), codec.TOOL_PREFIX), consistent=True)

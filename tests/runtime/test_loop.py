@@ -140,7 +140,7 @@ async def test_a_model_calling_a_tool_its_run_did_not_enable_is_refused(
         ),
         ToolResultBlock(tool_use_id="c2", content="2"),
     )
-    assert await threads.get_tool_call("r1", "c1") is None
+    assert await threads.get_tool_call("r1", "c1", turn=1) is None
 
 
 async def test_a_synthesised_turn_from_a_checkpoint_cannot_run_a_tool_the_run_did_not_enable(
@@ -164,7 +164,7 @@ async def test_a_synthesised_turn_from_a_checkpoint_cannot_run_a_tool_the_run_di
     result = await make_loop(provider, _guarded_registry(Effects(), ran)).run("r1")
     assert result.end == RunEnd.COMPLETED
     assert ran == []
-    assert await threads.get_tool_call("r1", "c1") is None
+    assert await threads.get_tool_call("r1", "c1", turn=1) is None
     messages = await threads.load_messages("t1")
     assert messages[2].content == (
         ToolResultBlock(

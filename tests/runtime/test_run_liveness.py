@@ -233,7 +233,7 @@ def read(world: World, action: rm.Action, choose: Choose[Any]) -> rm.Event:
         case rm.ReadRun():
             return rm.RunRead(world.view(), now_for(choose), lost(world, choose))
         case rm.RunTools(calls=calls):
-            options = ["all", "partial"]
+            options = ["all", "partial", "failed"]
             if not (world.held_by_us and world.live):
                 options.append("lost")
             if not world.ours_now:
@@ -245,6 +245,9 @@ def read(world: World, action: rm.Action, choose: Choose[Any]) -> rm.Event:
                     return rm.ToolsRan(tuple(None for _ in calls))
                 case "lost":
                     return rm.ToolsRan(None)
+                case "failed":
+                    error = ClassifiedError("tool_timed_out", "ran out of time", False)
+                    return rm.ToolsRan(None, failed=error)
             return rm.ToolsRan(None, refused="claimed by another epoch")
         case rm.RunTurn():
             return rm.TurnEnded(turn_outcome(world, choose))

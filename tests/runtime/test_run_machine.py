@@ -325,6 +325,17 @@ ROWS: dict[str, tuple[Callable[[], RunMachine], list[Step]]] = {
             Step(ToolsRan((RESULT, None)), Release(0)),
         ],
     ),
+    "a tool call the run cannot get past (a mismatched record, time-outs) fails the run": (
+        machine,
+        [
+            Step(Claimed(run(message_count=2), NOW), LoadHistory()),
+            Step(HistoryLoaded((PROMPT, ASKS_TOOL), 0.0), RunTools),
+            Step(
+                ToolsRan(None, failed=ClassifiedError("tool_timed_out", "3 times", False)),
+                finishes(RunStatus.FAILED, "tool_timed_out"),
+            ),
+        ],
+    ),
     "a tool claim another epoch refused is checked against the run record": (
         machine,
         fenced_after(

@@ -187,6 +187,7 @@ async def test_the_context_parameter_is_filled_by_the_runtime_and_hidden_from_th
             store,
             registry,
             run_id="r1",
+            turn=1,
             epoch=epoch,
             call=ToolUseBlock(id=call_id, name="send_email", input={"to": "bo@example.com"}),
             enabled=("send_email",),

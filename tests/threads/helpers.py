@@ -6,6 +6,9 @@ from awaken_s3.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from awaken_s3.streaming.outcome import Usage
 from awaken_s3.threads import RunState, RunStatus, TurnCommit
 
+#: the input digest the ledger tests claim their calls with (any fixed value will do)
+DIGEST = "5f0c3c1d2e4a6b8c9d0e1f2a3b4c5d6e"
+
 
 def assistant_turn(
     run: RunState, text: str, *, usage: Usage | None = None, final: bool = False

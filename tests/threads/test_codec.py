@@ -91,8 +91,26 @@ def test_run_thread_and_tool_records_round_trip() -> None:
         assert codec.decode_run(codec.to_wire(codec.run_item(state))) == state
     assert codec.thread_of(codec.thread_item(thread)) == thread
     assert codec.decode_thread(codec.to_wire(codec.thread_item(thread))) == thread
-    assert codec.tool_of(codec.tool_item(record)) == record
-    assert codec.decode_tool(codec.to_wire(codec.tool_item(record))) == record
+    keyed = ToolCallRecord(
+        "r1",
+        "call_0",
+        "add",
+        ToolCallStatus.TIMED_OUT,
+        4,
+        3,
+        turn=2,
+        input_digest="d1",
+        timeouts=2,
+        adopted=True,
+        legacy_key=True,
+    )
+    for tool_record in (record, keyed):
+        assert codec.tool_of(codec.tool_item(tool_record)) == tool_record
+        assert codec.decode_tool(codec.to_wire(codec.tool_item(tool_record))) == tool_record
+    assert codec.tool_key("r1", "call_0", 2)["sk"] == "TOOL#0000000002#call_0"
+    # An id is free text: a record is decoded from its attributes, never by parsing its key.
+    odd = ToolCallRecord("r1", "7#x", "add", ToolCallStatus.CLAIMED, 1)
+    assert codec.tool_of(codec.tool_item(odd)) == odd
 
 
 def test_numbers_are_stored_as_dynamodb_keeps_them() -> None:

@@ -26,7 +26,7 @@ from awaken_s3.threads import (
 )
 from tests.fixtures.clock import FakeClock
 from tests.fixtures.runs import OWNER, SETTINGS, seed_run
-from tests.threads.helpers import assistant_turn, results_commit, tool_turn
+from tests.threads.helpers import DIGEST, assistant_turn, results_commit, tool_turn
 
 LEASE = 30.0
 
@@ -296,18 +296,28 @@ async def test_tool_call_claimed_once_then_finished(store: ThreadStore) -> None:
     await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     epoch = run.lease.epoch
-    record, fresh = await store.claim_tool_call("r1", "call-1", name="add", epoch=epoch)
+    record, fresh = await store.claim_tool_call(
+        "r1", "call-1", turn=0, name="add", input_digest=DIGEST, epoch=epoch
+    )
     assert fresh and record.status == ToolCallStatus.CLAIMED and record.epoch == epoch
-    again, fresh_again = await store.claim_tool_call("r1", "call-1", name="add", epoch=epoch)
+    again, fresh_again = await store.claim_tool_call(
+        "r1", "call-1", turn=0, name="add", input_digest=DIGEST, epoch=epoch
+    )
     assert not fresh_again and again.status == ToolCallStatus.CLAIMED
-    done = await store.finish_tool_call("r1", "call-1", epoch=epoch, content="3", is_error=False)
+    done = await store.finish_tool_call(
+        "r1", "call-1", turn=0, epoch=epoch, content="3", is_error=False
+    )
     assert (done.status, done.content, done.is_error) == (ToolCallStatus.FINISHED, "3", False)
-    seen, fresh3 = await store.claim_tool_call("r1", "call-1", name="add", epoch=epoch)
+    seen, fresh3 = await store.claim_tool_call(
+        "r1", "call-1", turn=0, name="add", input_digest=DIGEST, epoch=epoch
+    )
     assert not fresh3 and seen.content == "3"
-    assert await store.get_tool_call("r1", "call-1") == seen
-    assert await store.get_tool_call("r1", "call-2") is None
+    assert await store.get_tool_call("r1", "call-1", turn=0) == seen
+    assert await store.get_tool_call("r1", "call-2", turn=0) is None
     with pytest.raises(ToolCallConflict):
-        await store.finish_tool_call("r1", "call-1", epoch=epoch, content="4", is_error=False)
+        await store.finish_tool_call(
+            "r1", "call-1", turn=0, epoch=epoch, content="4", is_error=False
+        )
 
 
 async def test_tool_call_takeover_fences_the_old_claimer(
@@ -315,17 +325,21 @@ async def test_tool_call_takeover_fences_the_old_claimer(
 ) -> None:
     await seed_run(store)
     old = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
-    await store.claim_tool_call("r1", "call-1", name="add", epoch=old.lease.epoch)
+    await store.claim_tool_call(
+        "r1", "call-1", turn=0, name="add", input_digest=DIGEST, epoch=old.lease.epoch
+    )
     clock.advance(LEASE + 1)
     new = await store.claim_run("r1", worker="w2", lease_seconds=LEASE)
     with pytest.raises(LeaseLost):
-        await store.claim_tool_call("r1", "call-2", name="add", epoch=old.lease.epoch)
+        await store.claim_tool_call(
+            "r1", "call-2", turn=0, name="add", input_digest=DIGEST, epoch=old.lease.epoch
+        )
     with pytest.raises(LeaseLost):
         await store.reclaim_tool_call(
-            "r1", "call-1", epoch=old.lease.epoch, previous_epoch=old.lease.epoch
+            "r1", "call-1", turn=0, epoch=old.lease.epoch, previous_epoch=old.lease.epoch
         )
     taken = await store.reclaim_tool_call(
-        "r1", "call-1", epoch=new.lease.epoch, previous_epoch=old.lease.epoch
+        "r1", "call-1", turn=0, epoch=new.lease.epoch, previous_epoch=old.lease.epoch
     )
     assert (taken.epoch, taken.attempts, taken.status) == (
         new.lease.epoch,
@@ -334,10 +348,12 @@ async def test_tool_call_takeover_fences_the_old_claimer(
     )
     with pytest.raises(ToolCallConflict):
         await store.finish_tool_call(
-            "r1", "call-1", epoch=old.lease.epoch, content="late", is_error=False
+            "r1", "call-1", turn=0, epoch=old.lease.epoch, content="late", is_error=False
         )
-    await store.finish_tool_call("r1", "call-1", epoch=new.lease.epoch, content="3", is_error=False)
-    assert (await store.get_tool_call("r1", "call-1")).content == "3"  # type: ignore[union-attr]
+    await store.finish_tool_call(
+        "r1", "call-1", turn=0, epoch=new.lease.epoch, content="3", is_error=False
+    )
+    assert (await store.get_tool_call("r1", "call-1", turn=0)).content == "3"  # type: ignore[union-attr]
 
 
 async def test_large_message_round_trips(store: ThreadStore) -> None:
@@ -356,12 +372,14 @@ async def test_repeating_a_write_that_already_landed_is_not_a_conflict(
     await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     epoch = run.lease.epoch
-    await store.claim_tool_call("r1", "c1", name="add", epoch=epoch)
+    await store.claim_tool_call("r1", "c1", turn=0, name="add", input_digest=DIGEST, epoch=epoch)
     for _ in range(2):
-        done = await store.finish_tool_call("r1", "c1", epoch=epoch, content="3", is_error=False)
+        done = await store.finish_tool_call(
+            "r1", "c1", turn=0, epoch=epoch, content="3", is_error=False
+        )
         assert done.status == ToolCallStatus.FINISHED and done.content == "3"
     with pytest.raises(ToolCallConflict):  # a different result is not a repeat
-        await store.finish_tool_call("r1", "c1", epoch=epoch, content="4", is_error=False)
+        await store.finish_tool_call("r1", "c1", turn=0, epoch=epoch, content="4", is_error=False)
     for _ in range(2):
         released = await store.release_lease("r1", worker="w1", epoch=epoch)
         assert released.status == RunStatus.SUSPENDED and released.lease.owner is None
@@ -379,13 +397,15 @@ async def test_repeated_takeover_of_a_tool_call_is_not_a_conflict(
 ) -> None:
     await seed_run(store)
     old = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
-    await store.claim_tool_call("r1", "c1", name="add", epoch=old.lease.epoch)
+    await store.claim_tool_call(
+        "r1", "c1", turn=0, name="add", input_digest=DIGEST, epoch=old.lease.epoch
+    )
     clock.advance(LEASE + 1)
     new = await store.claim_run("r1", worker="w2", lease_seconds=LEASE)
     first = await store.reclaim_tool_call(
-        "r1", "c1", epoch=new.lease.epoch, previous_epoch=old.lease.epoch
+        "r1", "c1", turn=0, epoch=new.lease.epoch, previous_epoch=old.lease.epoch
     )
     second = await store.reclaim_tool_call(
-        "r1", "c1", epoch=new.lease.epoch, previous_epoch=old.lease.epoch
+        "r1", "c1", turn=0, epoch=new.lease.epoch, previous_epoch=old.lease.epoch
     )
     assert first == second and second.attempts == 2

@@ -23,7 +23,7 @@ from tests.fixtures.aws import (
 )
 from tests.fixtures.runs import seed_run
 from tests.threads.faults import FaultInjector
-from tests.threads.helpers import assistant_turn
+from tests.threads.helpers import DIGEST, assistant_turn
 
 LEASE = 30.0
 BIG = "x" * 320_000
@@ -181,11 +181,15 @@ async def test_a_tool_claim_cancelled_for_a_transaction_conflict_is_sent_again(
     await seed_run(store)
     run = await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     injector = FaultInjector(env.db, "TransactWriteItems", ["conflict", "conflict"])
-    record, fresh = await store.claim_tool_call("r1", "c1", name="add", epoch=run.lease.epoch)
+    record, fresh = await store.claim_tool_call(
+        "r1", "c1", turn=0, name="add", input_digest=DIGEST, epoch=run.lease.epoch
+    )
     assert fresh and record.status.value == "claimed"
     assert injector.calls == 3 and len(slept) == 2
     # Past the store's budget the conflict surfaces as the store's own error.
     FaultInjector(env.db, "TransactWriteItems", ["conflict"] * 4)
     with pytest.raises(ThreadStoreError, match="TransactionConflict"):
-        await store.claim_tool_call("r1", "c2", name="add", epoch=run.lease.epoch)
-    assert await store.get_tool_call("r1", "c2") is None
+        await store.claim_tool_call(
+            "r1", "c2", turn=0, name="add", input_digest=DIGEST, epoch=run.lease.epoch
+        )
+    assert await store.get_tool_call("r1", "c2", turn=0) is None

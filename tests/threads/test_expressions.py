@@ -147,7 +147,7 @@ def test_claim_requires_a_runnable_run_and_a_free_expired_or_own_lease() -> None
 
 ERROR = ClassifiedError(code="abandoned", message="nobody drove it", retryable=False)
 SWEPT = dataclasses.replace(BASE, status=RunStatus.SUSPENDED, lease=Lease(None, 7, 0.0), rescues=2)
-RECORD = ToolCallRecord("r1", "call-1", "add", ToolCallStatus.CLAIMED, 7)
+RECORD = ToolCallRecord("r1", "call-1", "add", ToolCallStatus.CLAIMED, 7, turn=3, input_digest="d1")
 SWEEP_HOLDS = (
     "((((epoch = 7 AND rescues = 2) AND sweep_at <= 500.000000) AND "
     f"{RUNNABLE}) AND (attribute_not_exists(lease_owner) OR lease_until <= 500.000000))"
@@ -219,19 +219,39 @@ FENCES: list[tuple[str, writes.Write, dict[str, Any], str]] = [
     (
         "a tool-call claim: the call not claimed yet",
         writes.tool_claim(RECORD)[writes.OPERATION],
-        codec.tool_key("r1", "call-1"),
+        codec.tool_key("r1", "call-1", 3),
         "attribute_not_exists(pk)",
     ),
     (
-        "a tool-call takeover: still claimed, by the epoch that was seen dead",
-        writes.tool_reclaim("r1", "call-1", epoch=8, previous_epoch=7)[writes.OPERATION],
-        codec.tool_key("r1", "call-1"),
-        "(status = 'claimed' AND epoch = 7)",
+        "a tool-call takeover: still without a result, by the epoch that was seen dead",
+        writes.tool_reclaim("r1", "call-1", turn=3, epoch=8, previous_epoch=7)[writes.OPERATION],
+        codec.tool_key("r1", "call-1", 3),
+        "(status IN ('claimed', 'timed_out') AND epoch = 7)",
+    ),
+    (
+        "a tool-call time-out: still claimed, by this epoch",
+        writes.tool_time_out("r1", "call-1", turn=3, epoch=8),
+        codec.tool_key("r1", "call-1", 3),
+        "(status = 'claimed' AND epoch = 8)",
+    ),
+    (
+        "a tool-call claim's look at the legacy key: nothing there that may be this call",
+        writes.tool_claim(RECORD)[writes.LEGACY],
+        codec.tool_key("r1", "call-1", None),
+        "(((attribute_not_exists(pk) OR attribute_exists(call_id)) OR name <> 'add') OR "
+        "(attribute_exists(adopted_turn) AND adopted_turn <> 3))",
+    ),
+    (
+        "an adoption of a legacy record: the same tool, taken over by no other turn",
+        writes.tool_adopt(dataclasses.replace(RECORD, adopted=True))[writes.LEGACY],
+        codec.tool_key("r1", "call-1", None),
+        "(((attribute_exists(pk) AND attribute_not_exists(call_id)) AND name = 'add') AND "
+        "(attribute_not_exists(adopted_turn) OR adopted_turn = 3))",
     ),
     (
         "a tool-call result: still claimed, by this epoch",
-        writes.tool_finish("r1", "call-1", epoch=8, content="3", is_error=False),
-        codec.tool_key("r1", "call-1"),
+        writes.tool_finish("r1", "call-1", turn=3, epoch=8, content="3", is_error=False),
+        codec.tool_key("r1", "call-1", 3),
         "(status = 'claimed' AND epoch = 8)",
     ),
 ]
@@ -251,11 +271,19 @@ def test_each_write_is_conditioned_on_what_its_writer_holds(
 
 def test_tool_claims_are_checked_against_the_run_epoch_in_the_same_transaction() -> None:
     claim = transact_items(TABLE, writes.tool_claim(RECORD))
-    assert [next(iter(item)) for item in claim] == ["ConditionCheck", "Put"]
+    assert [next(iter(item)) for item in claim] == ["ConditionCheck", "Put", "ConditionCheck"]
+    # The call's key is its run, its turn and its id; the record names its tool and input.
+    assert claim[writes.OPERATION]["Put"]["Item"]["sk"] == {"S": "TOOL#0000000003#call-1"}
+    assert claim[writes.OPERATION]["Put"]["Item"]["name"] == {"S": "add"}
+    assert claim[writes.OPERATION]["Put"]["Item"]["input_digest"] == {"S": "d1"}
+    # A legacy record that may be this call's comes back, for the adoption to judge.
+    assert (
+        claim[writes.LEGACY]["ConditionCheck"]["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
+    )
     # A lost claim returns the stored call: who holds it, and whether it finished.
     assert claim[writes.OPERATION]["Put"]["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
     assert claim[writes.OPERATION]["Put"]["Item"]["epoch"] == {"N": "7"}
-    takeover = writes.tool_reclaim("r1", "call-1", epoch=8, previous_epoch=7)
+    takeover = writes.tool_reclaim("r1", "call-1", turn=3, epoch=8, previous_epoch=7)
     # The takeover is fenced by the taker's epoch, not the dead claimer's.
     assert takeover[writes.LEASE_CHECK] == writes.lease_check("r1", 8)
 

@@ -31,7 +31,7 @@ from tests.fixtures.aws import (
 from tests.fixtures.clock import FakeClock
 from tests.fixtures.runs import OWNER, SETTINGS, seed_run
 from tests.threads.faults import FaultInjector
-from tests.threads.helpers import assistant_turn
+from tests.threads.helpers import DIGEST, assistant_turn
 
 LEASE = 30.0
 BIG = "x" * 320_000
@@ -94,12 +94,16 @@ EVERY_OPERATION: dict[str, StoreCall] = {
     "finish_run": lambda s: s.finish_run("r1", worker="w1", epoch=1, status=_RUN.status),
     "cancel_run": lambda s: s.cancel_run("r1"),
     "commit_turn": lambda s: s.commit_turn(assistant_turn(_RUN, "hello")),
-    "claim_tool_call": lambda s: s.claim_tool_call("r1", "call-1", name="add", epoch=1),
-    "reclaim_tool_call": lambda s: s.reclaim_tool_call("r1", "call-1", epoch=2, previous_epoch=1),
-    "finish_tool_call": lambda s: s.finish_tool_call(
-        "r1", "call-1", epoch=1, content="3", is_error=False
+    "claim_tool_call": lambda s: s.claim_tool_call(
+        "r1", "call-1", turn=0, name="add", input_digest=DIGEST, epoch=1
     ),
-    "get_tool_call": lambda s: s.get_tool_call("r1", "call-1"),
+    "reclaim_tool_call": lambda s: s.reclaim_tool_call(
+        "r1", "call-1", turn=0, epoch=2, previous_epoch=1
+    ),
+    "finish_tool_call": lambda s: s.finish_tool_call(
+        "r1", "call-1", turn=0, epoch=1, content="3", is_error=False
+    ),
+    "get_tool_call": lambda s: s.get_tool_call("r1", "call-1", turn=0),
     "stalled_runs": lambda s: s.stalled_runs(now=1e12),
     "mark_rescued": lambda s: s.mark_rescued(_RUN, rescues=1, fruitless=0, now=1e12, next_in=1.0),
     "abandon_run": lambda s: s.abandon_run(_RUN, error=ERROR, now=1e12),
@@ -126,7 +130,9 @@ ONE_PER_API: dict[str, StoreCall] = {
     "Query": lambda s: s.load_messages("t1"),
     "PutItem": lambda s: s.create_thread("t2", owner=OWNER),
     "UpdateItem": lambda s: s.renew_lease("r1", worker="w1", epoch=1, lease_seconds=LEASE),
-    "TransactWriteItems": lambda s: s.claim_tool_call("r1", "call-1", name="add", epoch=1),
+    "TransactWriteItems": lambda s: s.claim_tool_call(
+        "r1", "call-1", turn=0, name="add", input_digest=DIGEST, epoch=1
+    ),
 }
 
 FAULTS = [
@@ -212,8 +218,10 @@ async def test_a_throttled_tool_claim_is_throttling_not_a_lost_lease(env: Dynamo
     await store.claim_run("r1", worker="w1", lease_seconds=LEASE)
     FaultInjector(env.db, "TransactWriteItems", ["cancel_throttled"] * 2)
     with pytest.raises(StoreThrottled):
-        await store.claim_tool_call("r1", "call-1", name="add", epoch=1)
-    assert await store.get_tool_call("r1", "call-1") is None
+        await store.claim_tool_call(
+            "r1", "call-1", turn=0, name="add", input_digest=DIGEST, epoch=1
+        )
+    assert await store.get_tool_call("r1", "call-1", turn=0) is None
 
 
 # -- the S3 offload of big messages
