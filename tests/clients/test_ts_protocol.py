@@ -16,7 +16,7 @@ import pytest
 
 from awaken_s3.messages import ToolUseBlock
 from awaken_s3.service import frames, http_models
-from tests.clients import ts_protocol
+from tests.clients import followed_fixture, ts_protocol
 
 REGENERATE = ".venv/bin/python -m tests.clients.ts_protocol > " + str(
     ts_protocol.GENERATED.relative_to(ts_protocol.ROOT)
@@ -96,3 +96,12 @@ def test_a_sample_tool_call_frame_is_what_the_interface_says() -> None:
     frame = frames.tool_call_frame("r", 2, 1, call, 0, text, len(text))
     assert list(frame) == ts_protocol.frame_fields()["tool_call"]
     assert json.loads(frame["input_json"]) == {"a": "é", "b": 1}
+
+
+def test_the_assembly_fixture_is_current() -> None:
+    """The Node test compares the TypeScript assembly with what Python's FollowedText holds
+    for the frames in this file; both must come from today's server code."""
+    assert followed_fixture.FIXTURE.read_text() == followed_fixture.render(), (
+        "the frame fixture drifted: run .venv/bin/python -m tests.clients.followed_fixture > "
+        + str(followed_fixture.FIXTURE.relative_to(followed_fixture.ROOT))
+    )

@@ -408,9 +408,13 @@ export class AwakenChatTransport<UI extends UIMessage = AwakenUIMessage>
       if (this.options.cancelOnAbort) void follower.cancel().catch(() => undefined);
       follower.stop();
     });
+    // A reader that cancelled the stream gets nothing more (the follow stops with it).
+    let open = true;
     return new ReadableStream<UIMessageChunk>({
       start: (controller) => {
-        const render = new Renderer(saved, (chunk) => controller.enqueue(chunk as UIMessageChunk));
+        const render = new Renderer(saved, (chunk) => {
+          if (open) controller.enqueue(chunk as UIMessageChunk);
+        });
         const pump = async () => {
           render.start();
           this.replay(saved, render);
@@ -422,15 +426,16 @@ export class AwakenChatTransport<UI extends UIMessage = AwakenUIMessage>
         pump().then(
           () => {
             forget();
-            controller.close();
+            if (open) controller.close();
           },
           (error: unknown) => {
             forget();
-            controller.error(error);
+            if (open) controller.error(error);
           },
         );
       },
       cancel: () => {
+        open = false;
         forget();
         follower.stop();
       },
