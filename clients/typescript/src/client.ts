@@ -257,7 +257,6 @@ export class RunFollower implements AsyncIterable<FollowEvent> {
 
   private async onFrame(raw: unknown): Promise<void> {
     const frame = JSON.parse(String(raw)) as ServerFrame;
-    this.failedConnects = 0;
     if (frame.type === "error") {
       if (RETRY_CODES.has(frame.code)) {
         this.socket?.close(1000);
@@ -268,6 +267,9 @@ export class RunFollower implements AsyncIterable<FollowEvent> {
       return;
     }
     const events = this.run.apply(frame);
+    // Only a frame that brought something counts as progress: a server that answers every
+    // follow and then drops the connection still makes the follow give up.
+    if (events.length > 0) this.failedConnects = 0;
     if (events.length > 0) await this.options.onState?.(this.run.state);
     this.queue.push(...events);
     if (this.run.state.status !== null) this.socket?.close(1000);
