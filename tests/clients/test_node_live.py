@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.clients.test_node_client import CLIENT, installed, run_npm
+from tests.clients.test_node_client import built_client, run_npm
 from tests.dev.conftest import DevServer, alive, dev_server_factory, eventually
 
 pytestmark = pytest.mark.slow
@@ -21,11 +21,7 @@ FAST = ("--scripted-delay", "0.05", "--lease-seconds", "4", "--sweep-interval", 
 def test_a_chat_over_the_dev_server_survives_a_killed_worker(
     dev_server_factory: Callable[..., DevServer], tmp_path: Path
 ) -> None:
-    if not installed(CLIENT):
-        done = run_npm("ci", "--no-audit", "--no-fund")
-        assert done.returncode == 0, done.stdout + done.stderr
-    built = run_npm("run", "build:test")
-    assert built.returncode == 0, built.stdout + built.stderr
+    live = built_client() / "live-dev.js"
     server = dev_server_factory(*FAST, "--require-token")
     assert server.token
     killed = tmp_path / "killed"
@@ -35,7 +31,7 @@ def test_a_chat_over_the_dev_server_survives_a_killed_worker(
         "--",
         "node",
         "--test",
-        "dist-test/test/live-dev.js",
+        str(live),
         env={
             "AWAKEN_DEV_URL": server.url,
             "AWAKEN_DEV_TOKEN": server.token,
