@@ -107,6 +107,7 @@ test("a run with text, a tool call and its result becomes one assistant message"
     text(run, 0, 7, "check."),
     // The input arrives in pieces of 5 code points, the emoji one of them.
     ...toolCall(run, 0, 0, "call_0", "weather", input, 5),
+    ...toolCall(run, 0, 1, "call_1", "forecast", { days: 3 }),
   );
   // The tool ran and the turn was committed: the thread holds the call and its result.
   const thread = server.threads.get("chat-tools");
@@ -117,17 +118,21 @@ test("a run with text, a tool call and its result becomes one assistant message"
       content: [
         { type: "text", text: "Let me check." },
         { type: "tool_use", id: "call_0", name: "weather", input },
+        { type: "tool_use", id: "call_1", name: "forecast", input: { days: 3 } },
       ],
     },
     {
       role: "user",
-      content: [{ type: "tool_result", tool_use_id: "call_0", content: "18°C", is_error: false }],
+      content: [
+        { type: "tool_result", tool_use_id: "call_0", content: "18°C", is_error: false },
+        { type: "tool_result", tool_use_id: "call_1", content: "no forecast", is_error: true },
+      ],
     },
     { role: "assistant", content: [{ type: "text", text: "It is 18°C." }] },
   );
   Object.assign(server.runs.get(run) ?? {}, { turn: 2, message_count: 4, status: "completed" });
   connection.send(
-    committed(run, 0, "Let me check.", 1),
+    committed(run, 0, "Let me check.", 2),
     text(run, 1, 0, "It is 18°C."),
     committed(run, 1, "It is 18°C."),
     ended(run, "completed"),
@@ -137,7 +142,13 @@ test("a run with text, a tool call and its result becomes one assistant message"
   assert.equal(assistant.role, "assistant");
   assert.deepEqual(textOf(assistant), ["Let me check.", "It is 18°C."]);
   const tools = assistant.parts.filter((part) => part.type === "dynamic-tool");
-  assert.equal(tools.length, 1);
+  assert.equal(tools.length, 2);
+  const failed = tools[1];
+  assert.ok(failed && failed.type === "dynamic-tool");
+  assert.deepEqual(
+    [failed.toolName, failed.state, failed.input, failed.errorText],
+    ["forecast", "output-error", { days: 3 }, "no forecast"],
+  );
   const tool = tools[0];
   assert.ok(tool && tool.type === "dynamic-tool");
   assert.equal(tool.toolName, "weather");
@@ -148,7 +159,7 @@ test("a run with text, a tool call and its result becomes one assistant message"
   assert.equal(assistant.metadata?.runId, run);
   const turns = assistant.parts.flatMap((p) => (p.type === "data-awaken-turn" ? [p.data] : []));
   assert.deepEqual(turns, [
-    { turn: 0, textLength: 13, toolCalls: 1 },
+    { turn: 0, textLength: 13, toolCalls: 2 },
     { turn: 1, textLength: 11, toolCalls: 0 },
   ]);
   // The chat's run has ended: a page that comes back has nothing to resume.
