@@ -101,6 +101,9 @@ def thread_view(thread: Thread) -> dict[str, Any]:
         "message_count": thread.message_count,
         "created_at": thread.created_at,
         "metadata": dict(thread.metadata),
+        # The run most recently created on the thread (it may still be running): a client that
+        # holds only the thread id finds the run to follow from here after a page refresh.
+        "latest_run": public_id(thread.owner, thread.active_run) if thread.active_run else None,
     }
 
 
