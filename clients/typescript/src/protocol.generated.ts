@@ -6,7 +6,7 @@ export const TERMINAL_STATUSES: readonly RunStatus[] = ["completed", "failed", "
 export type Plan = "R1" | "R2" | "R3" | "R4";
 export type SocketErrorCode = "invalid_message" | "invalid_id" | "not_found" | "unauthorized" | "unknown_action" | "too_many_follows" | "unavailable";
 /** The failure codes a failed run's `error.code` may hold. */
-export type FailureCode = "provider_error" | "retryable" | "connection_dropped" | "provider_unreachable" | "stream_stalled" | "server_error" | "throttled" | "overloaded" | "permanent" | "invalid_request" | "prefill_rejected" | "authentication_failed" | "quota_exhausted" | "model_not_found" | "context_overflow" | "content_filtered" | "tool_calls_lost" | "unexpected_error" | "retry_budget_exhausted" | "step_limit" | "thread_moved_on" | "unknown_tool" | "unknown_agent" | "no_progress" | "budget_exhausted" | "refusal" | "abandoned";
+export type FailureCode = "provider_error" | "retryable" | "connection_dropped" | "provider_unreachable" | "stream_stalled" | "server_error" | "throttled" | "overloaded" | "permanent" | "invalid_request" | "prefill_rejected" | "authentication_failed" | "quota_exhausted" | "model_not_found" | "context_overflow" | "content_filtered" | "tool_calls_lost" | "unexpected_error" | "retry_budget_exhausted" | "step_limit" | "thread_moved_on" | "unknown_tool" | "unknown_agent" | "no_progress" | "budget_exhausted" | "tool_timed_out" | "tool_call_mismatch" | "refusal" | "abandoned";
 /** A failed run's error as a caller sees it: a code and a fixed sentence. */
 export interface PublicError {
   code: string;
