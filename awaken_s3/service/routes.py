@@ -56,13 +56,6 @@ HTTP_ROUTES: Final = (
 )
 
 
-def http_route(name: str) -> HttpRoute:
-    for route in HTTP_ROUTES:
-        if route.name == name:
-            return route
-    raise KeyError(name)
-
-
 def route_for(method: str, path: str) -> tuple[HttpRoute, dict[str, str]] | None:
     """The route API Gateway would pick for a request, and its path parameters."""
     for route in HTTP_ROUTES:

@@ -78,15 +78,6 @@ class RecordKept(AwakenError):
     """The record must come back later (see :func:`disposition`): it is reported failed."""
 
 
-def default_provider() -> Provider:
-    """A new provider built from the environment (``AWAKEN_PROVIDER``, ``AWAKEN_MODEL``...).
-    The deployed handler does not call it per invocation: it keeps one provider per process
-    (:meth:`awaken_s3.service.wiring.WarmRuntime.provider`)."""
-    from awaken_s3.providers.config import ProviderSettings, build_provider
-
-    return build_provider(ProviderSettings.from_env())
-
-
 def worker_id(context: LambdaContext) -> str:
     """Unique per record: the container's log stream, the request id and a random suffix (a
     Lambda retry reuses the request id; the suffix keeps ids from ever repeating)."""

@@ -54,9 +54,6 @@ class Lease:
     epoch: int = 0
     lease_until: float = 0.0
 
-    def held_by(self, owner: str, *, now: float) -> bool:
-        return self.owner == owner and self.lease_until > now
-
 
 @dataclass(frozen=True, slots=True)
 class RunSettings:
