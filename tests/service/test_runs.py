@@ -105,7 +105,7 @@ async def test_one_live_run_per_thread_names_the_active_run_as_the_caller_knows_
         await start(store, outbox, run="r2", message="second")
     assert refused(exc) == (HTTPStatus.CONFLICT, "run_active")
     assert exc.value.details == [{"run_id": "r1"}]
-    assert (await runs.cancel_run(store, owner=ALICE, public="r1")).status == RunStatus.CANCELLED
+    assert (await runs.cancel_run(store, owner=ALICE, public="r1")).run.status == RunStatus.CANCELLED
     await start(store, outbox, run="r2", message="second")
     assert len(outbox.sent) == 2
 
