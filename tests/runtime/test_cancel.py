@@ -9,6 +9,8 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from awaken_s3.errors import CheckpointFenced
 from awaken_s3.messages import Message
 from awaken_s3.models import StreamCheckpoint
@@ -17,6 +19,7 @@ from awaken_s3.service import runs
 from awaken_s3.service.scoping import scoped_id
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.streaming.cancel_mark import Mark
+from awaken_s3.streaming.fence import CANCEL_WRITER
 from awaken_s3.threads import RunStatus
 from awaken_s3.threads.base import ThreadStore
 from awaken_s3.threads.models import RunState
@@ -277,5 +280,111 @@ async def test_a_cancel_stops_the_tokens_at_the_next_put_not_the_next_renewal(
     assert (run.status, run.turn, run.lease.owner) == (RunStatus.CANCELLED, 0, None)
     # The cancel rules: the cancelled turn commits nothing, and its partial (marked or not)
     # is deleted by the worker that ended the run.
+    assert await backend.threads.load_messages("t1") == [Message.user(PROMPT)]
+    assert await backend.checkpoints.get(RUN) is None
+
+
+class RacedCheckpoints(PacedCheckpoints):
+    """Once armed, the worker's next put and the cancel's put meet at one version: both are
+    held until both arrived, then applied in the order the test chose."""
+
+    def __init__(self, inner: StreamCheckpointStore, first: str) -> None:
+        super().__init__(inner)
+        self.first = first
+        self.armed = False
+        self.arrived: dict[str, str | None] = {}
+        self.outcome: dict[str, str] = {}
+        self.stored_after: StreamCheckpoint | None = None
+        self.landed: list[StreamCheckpoint] = []
+        self._turns = {"api": asyncio.Event(), "worker": asyncio.Event()}
+        self._both = asyncio.Event()
+
+    async def put(self, checkpoint: StreamCheckpoint, **kw: Any) -> str:
+        who = "api" if checkpoint.writer == CANCEL_WRITER else "worker"
+        if not self.armed or who in self.arrived:
+            version = await super().put(checkpoint, **kw)
+            self.landed.append(checkpoint)
+            return version
+        self.arrived[who] = kw["expected_version"]
+        if len(self.arrived) == 2:
+            self._both.set()
+        await self._both.wait()
+        self._turns[self.first].set()
+        await self._turns[who].wait()
+        try:
+            version = await super().put(checkpoint, **kw)
+            self.outcome[who] = "landed"
+            self.landed.append(checkpoint)
+            return version
+        except CheckpointFenced:
+            self.outcome[who] = "refused"
+            raise
+        finally:
+            other = "worker" if who == "api" else "api"
+            self._turns[other].set()
+            if len(self.outcome) == 2:
+                stored = await self.inner.get(RUN)
+                self.stored_after = stored.checkpoint if stored is not None else None
+
+
+@pytest.mark.parametrize("first", ["api", "worker"])
+async def test_the_cancel_mark_and_the_worker_race_for_one_version(
+    backend: Backend, clock: Any, first: str
+) -> None:
+    """The cancel's put and the worker's put, both conditional on the same version: exactly
+    one lands. Whichever loses, nothing is lost (the stored body is a body the worker wrote,
+    with the mark as its only change), the worker stops and the run ends cancelled with the
+    cancel rules' thread."""
+    await seed_run(backend.threads, RUN, prompt=PROMPT)
+    checkpoints = RacedCheckpoints(backend.checkpoints, first)
+    streaming, cancelling, accepted = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def pause(turn: int, index: int) -> None:
+        if index >= 6:
+            streaming.set()
+            seen = checkpoints.finished
+            if cancelling.is_set() and first == "worker":
+                await accepted.wait()  # the cancel's retry fits before the next put
+            await checkpoints.after(seen)
+
+    model = Watched(TurnAwareProvider([TurnSpec(TEXT)], pause=pause))
+    loop = build_loop(
+        backend.threads,
+        checkpoints,
+        model,
+        adding_registry(Effects()),
+        worker="w1",
+        clock=clock,
+        renew_every=NEVER,
+    )
+    task = asyncio.create_task(loop.run(RUN))
+    async with asyncio.timeout(30):  # a bound only a hung test reaches
+        await streaming.wait()
+        await checkpoints.after(0)
+        checkpoints.armed = True
+        cancelling.set()
+        done = await runs.cancel_run(
+            backend.threads, owner=OWNER, public="r1", checkpoints=checkpoints, clock=clock
+        )
+        accepted.set()
+        result = await task
+        await model.closed.wait()
+    loser = "worker" if first == "api" else "api"
+    # One version, two conditional puts: exactly one landed.
+    assert checkpoints.arrived["api"] == checkpoints.arrived["worker"] is not None
+    assert checkpoints.outcome == {first: "landed", loser: "refused"}
+    # Nothing lost: what is stored right after the race is a body the worker wrote (the
+    # winner's own, or the one the cancel read), changed in its writer at most.
+    stored = checkpoints.stored_after
+    assert stored is not None and stored.partial_text
+    written = [c for c in checkpoints.landed if c.writer == "w1"]
+    assert stored.model_copy(update={"writer": "w1"}) in written
+    # The loser's path ends in the cancelled run: the cancel retried and marked (the worker
+    # won), or the worker was refused and stopped (the cancel won).
+    assert done.mark == Mark.MARKED and done.worker_tells
+    assert result.end == RunEnd.CANCELLED
+    assert model.read < len(TEXT) // 4, "the worker stopped, not at the end of the turn"
+    run = await backend.threads.get_run(RUN)
+    assert (run.status, run.turn, run.lease.owner) == (RunStatus.CANCELLED, 0, None)
     assert await backend.threads.load_messages("t1") == [Message.user(PROMPT)]
     assert await backend.checkpoints.get(RUN) is None
