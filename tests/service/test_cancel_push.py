@@ -19,6 +19,7 @@ from awaken_s3.service.push import pushing, run_pusher
 from awaken_s3.service.socket import SocketRoutes
 from awaken_s3.service.wiring import Services
 from awaken_s3.streaming.coalescer import CheckpointPolicy
+from awaken_s3.streaming.fence import CANCEL_WRITER
 from awaken_s3.streaming.runner import TurnRunner
 from awaken_s3.threads.models import RunSettings, RunStatus
 from tests.runtime.scripts import TurnAwareProvider, TurnSpec
@@ -122,3 +123,40 @@ def test_a_cancel_stops_the_worker_and_no_text_frame_follows_run_ended(
     assert sockets.frames["c1="][ended]["status"] == "cancelled"
     # The answer to the cancel went to the connection that sent it, before the end.
     assert "cancel" in kinds[:ended]
+
+
+def test_a_worker_that_dies_after_the_cancel_leaves_the_end_to_the_record_s_next_delivery(
+    aws: Aws, sockets: Management
+) -> None:
+    """The cancel finds a live lease (its holder is dead, but its lease has not run out): the
+    handler leaves the end to the worker, and no worker tells it. The record the dead worker
+    held comes back, the next invocation finds the run ended, tells the follower, and deletes
+    the checkpoint the cancel marked (stale: its run ended)."""
+    from awaken_s3.demo.model import ContinuingModel
+    from awaken_s3.service.worker import make_handler
+    from tests.service.test_socket import invoke
+    from tests.service.test_worker import call_api, deliver, start_run
+
+    start_run("run-1")
+
+    async def hold(services: Services) -> None:
+        await services.threads.claim_run(stored("run-1"), worker="dead", lease_seconds=300)
+
+    aws.run(hold)
+    invoke("$connect", "c1=")
+    invoke("follow", "c1=", run_id="run-1")
+    assert call_api("POST", "/runs/run-1/cancel")["status"] == "cancelled"
+    assert sockets.kinds("c1=") == ["following"], "a live worker's to tell, not the handler's"
+
+    async def checkpoint(services: Services) -> Any:
+        return await services.checkpoints.get(stored("run-1"))
+
+    marked = aws.run(checkpoint)
+    assert marked is not None and marked.checkpoint.writer == CANCEL_WRITER
+    assert marked.checkpoint.partial_text == ""
+
+    response, _ = deliver(aws, make_handler(provider_factory=lambda: ContinuingModel()))
+    assert response == {"batchItemFailures": []}
+    assert sockets.kinds("c1=") == ["following", "run_ended"]
+    assert sockets.frames["c1="][-1]["status"] == "cancelled"
+    assert aws.run(checkpoint) is None
