@@ -35,7 +35,7 @@ from awaken_s3.models import StoredCheckpoint, StreamCheckpoint
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.streaming.cleanup import read_checkpoint
 from awaken_s3.streaming.fate import Absent, Found
-from awaken_s3.streaming.fence import CANCEL_WRITER
+from awaken_s3.streaming.fence import CANCEL_WRITER, is_cancel_mark
 from awaken_s3.threads.models import RunState
 
 log = logging.getLogger("awaken_s3.checkpoint")
@@ -54,11 +54,6 @@ class Mark(enum.Enum):
     #: nothing marked (unreadable, corrupt, a newer build's, a store error, or the worker's
     #: puts won every race): the renewal stops the worker
     NOT_MARKED = "not_marked"
-
-
-def is_cancel_mark(seen: Found) -> bool:
-    """The object a writer re-read after a lost condition is the API's cancel mark."""
-    return isinstance(seen, StoredCheckpoint) and seen.checkpoint.writer == CANCEL_WRITER
 
 
 def _marked_body(run: RunState, found: Found) -> tuple[StreamCheckpoint, str | None] | None:

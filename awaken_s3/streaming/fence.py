@@ -37,7 +37,7 @@ one's own write, whatever its epoch: it exists to send the writer to the run rec
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeGuard
 
 from awaken_s3.models import StoredCheckpoint
 from awaken_s3.streaming.fate import Absent, Corrupt, Found
@@ -79,6 +79,11 @@ class Fenced:
 FenceVerdict = Adopt | Create | AskOwner | Repair | Fenced
 
 
+def is_cancel_mark(seen: Found) -> TypeGuard[StoredCheckpoint]:
+    """What a read found is the API's cancel mark."""
+    return isinstance(seen, StoredCheckpoint) and seen.checkpoint.writer == CANCEL_WRITER
+
+
 def explain_fence(
     seen: Found,
     *,
@@ -92,7 +97,7 @@ def explain_fence(
     ``can_ask``: a run record stands behind ``epoch``; ``owner``: its answer, None until it
     was asked.
     """
-    if isinstance(seen, StoredCheckpoint) and seen.checkpoint.writer == CANCEL_WRITER:
+    if is_cancel_mark(seen):
         return _owner_decides(Repair(seen.version), can_ask=can_ask, owner=owner)
     if isinstance(seen, StoredCheckpoint):
         theirs = seen.checkpoint.epoch
