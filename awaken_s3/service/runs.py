@@ -170,11 +170,18 @@ class Cancel:
     #: True: this cancel ended the run while a live worker held its lease. That worker stops
     #: (the mark below reaches it within a checkpoint put interval, its next lease renewal at
     #: the latest) and tells the followers itself: the last durable text, then ``run_ended``,
-    #: from one sender, so nothing follows the end. False: no live worker drives the run (or
-    #: the run had ended before), and the caller tells the followers.
+    #: from one sender, so nothing follows the end.
     worker_tells: bool
+    #: this call's cancel is what ended the run (False: it had ended before, and whoever
+    #: ended it tells the followers; a worker that just finished may still be pushing)
+    landed: bool = True
     #: what became of the cancel's mark on the run's checkpoint (None: not tried)
     mark: Mark | None = None
+
+    @property
+    def caller_tells(self) -> bool:
+        """The caller tells the followers: the cancel ended a run no live worker drives."""
+        return self.landed and not self.worker_tells
 
 
 async def cancel_run(
@@ -199,7 +206,7 @@ async def cancel_run(
     landed = not before.status.terminal and run.status == RunStatus.CANCELLED
     held = run.lease.owner is not None and run.lease.lease_until > clock()
     if not (landed and held):
-        return Cancel(run, worker_tells=False)
+        return Cancel(run, worker_tells=False, landed=landed)
     mark = None
     if signal and checkpoints is not None:
         # After the cancel, never before: the worker's lease check must find the run cancelled.

@@ -203,7 +203,7 @@ class SocketRoutes:
         logger.info("run cancel requested", extra={"run_id": run.run_id})
         answer = {"type": "cancel", "run_id": public, "status": run.status.value}
         await self.sender.send(self.connection_id, answer)
-        if not done.worker_tells:
+        if done.caller_tells:
             await tell_followers(self.services, run, public)
 
 
@@ -217,7 +217,7 @@ def cancel_signal() -> bool:
 
 async def cancel_and_tell(services: Services, *, owner: str, public: str) -> RunState:
     """The HTTP route's cancel: the run cancelled (and its worker signalled), and its
-    followers told here unless a live worker drives the run and tells them itself."""
+    followers told here when no live worker drives the run (:attr:`runs.Cancel.caller_tells`)."""
     done = await runs.cancel_run(
         services.threads,
         owner=owner,
@@ -225,16 +225,17 @@ async def cancel_and_tell(services: Services, *, owner: str, public: str) -> Run
         checkpoints=services.checkpoints,
         signal=cancel_signal(),
     )
-    if not done.worker_tells:
+    if done.caller_tells:
         await tell_followers(services, done.run, public)
     return done.run
 
 
 async def tell_followers(services: Services, run: RunState, public: str) -> None:
     """Send every follower of an ended ``run`` what it is owed up to the end. Called only
-    where no live worker drives the run (a queued or handed-over run, a lease run out):
-    while one does, it alone sends the run's frames, its last text and then ``run_ended``,
-    so no frame can follow the end. Duplicates of frames a follower has (a redelivery that
+    by a cancel that ended a run no live worker drives (a queued or handed-over run, a lease
+    run out): while one does, it alone sends the run's frames, its last text and then
+    ``run_ended``, so no frame can follow the end; a run that had ended before is told by
+    whoever ended it. Duplicates of frames a follower has (a redelivery that
     tells again) are skipped by offset on the client."""
     table = connections_table()
     if table is None or services.management is None or not run.status.terminal:

@@ -13,7 +13,9 @@ The mark loses nothing: the body put again is the one read, at the version read 
 text, tool calls, epoch), with only ``writer`` changed to :data:`CANCEL_WRITER` so the bytes
 (and the ETag) differ. Both puts are conditional, so of the API's put and the worker's put at
 the same version exactly one lands: when the worker's lands first, the API reads its newer
-body and marks that (at most :data:`MAX_MARK_ATTEMPTS` times); when the API's lands first,
+body and marks that (at most :data:`MAX_MARK_ATTEMPTS` times: each try after a lost one reads
+the version the worker just wrote, and wins when its read and put fit before the worker's
+next put, which comes a put interval after the last one started); when the API's lands first,
 the worker's is refused and the worker stops. Where no checkpoint exists yet (a fresh turn
 before its first put) the mark is created empty, so the worker's first put (a create) is
 refused the same way. Whatever the mark leaves behind belongs to a cancelled run, so it is
@@ -41,7 +43,7 @@ from awaken_s3.threads.models import RunState
 log = logging.getLogger("awaken_s3.checkpoint")
 
 #: reads and conditional puts the API tries before it leaves the signal to the renewal
-MAX_MARK_ATTEMPTS: Final = 4
+MAX_MARK_ATTEMPTS: Final = 8
 
 
 class Mark(enum.Enum):
