@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
 from typing import Any
 
 from awaken_s3.messages import Message
-from awaken_s3.runtime.loop import RunEnd, RunLoop
+from awaken_s3.runtime.loop import RunEnd, RunLoop, RunResult
 from awaken_s3.runtime.tools import ToolRegistry
 from awaken_s3.service.push import pushing, run_pusher
 from awaken_s3.service.socket import SocketRoutes
@@ -33,30 +35,31 @@ PROMPT = Message.user("tell me")
 TEXT = "An answer long enough to be cancelled while a follower reads it. " * 8
 
 
-async def cancel_while_followed(services: Services, management: Management) -> dict[str, Any]:
-    run_id = stored("r1")
-    await services.threads.create_thread(stored("t1"), owner=SUB)
-    await services.threads.create_run(
-        run_id,
-        thread_id=stored("t1"),
-        owner=SUB,
-        settings=RunSettings(model=MODEL),
-        messages=[PROMPT],
-    )
+@dataclass
+class Gates:
+    """What paces the model: some text pushed, then the cancel being made and accepted."""
+
+    pushed_text: asyncio.Event = field(default_factory=asyncio.Event)
+    cancelling: asyncio.Event = field(default_factory=asyncio.Event)
+    accepted: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+async def followed_worker(
+    services: Services, run_id: str, gates: Gates
+) -> tuple[Callable[[], Coroutine[Any, Any, RunResult]], Watched]:
+    """The worker as the service wires it (its pusher, the pushing store and writer), over a
+    model paced by the checkpoint: one event per put that returned, none while the cancel is
+    made (its read and put fit between two of the worker's puts, as between real ones)."""
     pusher = run_pusher(services, run_id)
     assert pusher is not None
     checkpoints = PacedCheckpoints(pusher.store(services.checkpoints))
-    pushed_text, cancelling, accepted = asyncio.Event(), asyncio.Event(), asyncio.Event()
 
     async def pause(turn: int, index: int) -> None:
         if index >= 4:
-            # Held until the follower has some text, then one event per put that returned.
             seen = checkpoints.finished
-            await pushed_text.wait()
-            if cancelling.is_set():
-                # The cancel's read and put fit between two of the worker's puts, as they do
-                # between real ones (a push interval apart).
-                await accepted.wait()
+            await gates.pushed_text.wait()
+            if gates.cancelling.is_set():
+                await gates.accepted.wait()
             await checkpoints.after(seen)
 
     model = Watched(TurnAwareProvider([TurnSpec(TEXT)], pause=pause))
@@ -76,25 +79,40 @@ async def cancel_while_followed(services: Services, management: Management) -> d
         renew_every=NEVER,
         listener=pusher,
     )
-    routes = SocketRoutes(services, "c1=")
-    await routes.connections.connect("c1=", owner=SUB)
 
-    async def work() -> Any:
+    async def work() -> RunResult:
         async with pushing(pusher):
             result = await loop.run(run_id)
             pusher.run_returned(result)
         return result
 
+    return work, model
+
+
+async def cancel_while_followed(services: Services, management: Management) -> dict[str, Any]:
+    run_id = stored("r1")
+    await services.threads.create_thread(stored("t1"), owner=SUB)
+    await services.threads.create_run(
+        run_id,
+        thread_id=stored("t1"),
+        owner=SUB,
+        settings=RunSettings(model=MODEL),
+        messages=[PROMPT],
+    )
+    gates = Gates()
+    work, model = await followed_worker(services, run_id, gates)
+    routes = SocketRoutes(services, "c1=")
+    await routes.connections.connect("c1=", owner=SUB)
     worker = asyncio.create_task(work())
     async with asyncio.timeout(60):  # a bound only a hung test reaches
         await routes.follow(json.dumps({"action": "follow", "run_id": "r1"}))
         while "text" not in management.kinds("c1="):
-            pushed_text.set()  # the worker's first puts land, and its pusher finds us
+            gates.pushed_text.set()  # the worker's first puts land, and its pusher finds us
             await asyncio.sleep(0.01)
-        cancelling.set()
+        gates.cancelling.set()
         await routes.cancel(json.dumps({"action": "cancel", "run_id": "r1"}))
         read_at_cancel = model.read
-        accepted.set()
+        gates.accepted.set()
         result = await worker
         await model.closed.wait()
     run = await services.threads.get_run(run_id)
