@@ -18,9 +18,10 @@ is one row of :data:`TRANSITIONS`:
 | RUNNING_TOOLS    | ToolsRan            | refused or lease lost → CheckFence; abandoned for a |
 |                  |                     | cancel → ReadRun; a call not started → the          |
 |                  |                     | hand-over; else Commit the results                  |
-| TURNING          | TurnEnded           | lease lost → CheckFence; abandoned (or fenced) for  |
-|                  |                     | a cancel → ReadRun; suspended → the hand-over;      |
-|                  |                     | fenced → ConfirmOwner (repairs left) or CheckFence; |
+| TURNING          | TurnEnded           | lease lost → CheckFence; abandoned for a cancel →   |
+|                  |                     | ReadRun; suspended → the hand-over;                 |
+|                  |                     | fenced by a cancel's mark → ReadRun; other fences → |
+|                  |                     | ConfirmOwner (repairs left) or CheckFence;          |
 |                  |                     | failed → Finish failed; completed → Commit          |
 | CONFIRMING       | OwnerAnswered       | ours → ReadRun (the turn again); else CheckFence    |
 | COMMITTING_TURN  | Committed           | ClearTurnCheckpoint                                 |
