@@ -31,7 +31,8 @@ class LeaseKeeper:
     steps, and the storage fences the worker anyway (commit, checkpoint, tool claim). A
     renewal that finds the run cancelled (the renewal answers the run as stored) sets
     :attr:`cancelled`: the loop abandons the model call or tools in flight, so a cancel stops
-    a streaming worker within one renewal interval. A transient renewal failure is logged and
+    a worker within one renewal interval at the latest (a streaming one sooner: see
+    :meth:`RunLease.confirm`). A transient renewal failure is logged and
     retried at the next tick; the lease is sized to survive a few missed renewals.
     """
 
@@ -204,8 +205,17 @@ class RunLease:
             await self.keeper.stop()
 
     async def confirm(self) -> bool:
-        """The run record's word: does this epoch still hold a live lease?"""
+        """The run record's word: does this epoch still hold a live lease, for a run that goes
+        on? A run found cancelled is answered no, and the work in flight stops at once, as
+        when a renewal finds it: the checkpoint writer asks this after a lost condition, and
+        the API's cancel changes the checkpoint's version for exactly that (so a cancel stops
+        the tokens within a put interval, not a renewal interval)."""
         run = await self.store.get_run(self.run_id)
+        if run.status == RunStatus.CANCELLED:
+            if self.keeper is not None and not self.keeper.cancelled.is_set():
+                log.info("run %s: found cancelled; the work in flight stops", self.run_id)
+                self.keeper.cancelled.set()
+            return False
         return holds_lease(run, self.worker, self.epoch) and run.lease.lease_until > self.clock()
 
     async def release(self, *, idle_suspensions: int = 0) -> RunState:

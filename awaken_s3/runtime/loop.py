@@ -191,7 +191,7 @@ class _Driver:
                 return await self.run_tools(action)
             case rm.RunTurn():
                 outcome = await self.run_turn(action)
-                return rm.TurnEnded(outcome, cancelled=outcome is None and lease.cancelled)
+                return rm.TurnEnded(outcome, cancelled=lease.cancelled)
             case rm.ConfirmOwner():
                 return rm.OwnerAnswered(await self.still_ours())
             case rm.Commit():

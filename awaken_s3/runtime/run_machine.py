@@ -21,7 +21,8 @@ is one row of :data:`TRANSITIONS`:
 |                  |                     | → the hand-over; else Commit the results            |
 | TURNING          | TurnEnded           | lease lost → CheckFence; abandoned for a cancel →   |
 |                  |                     | ReadRun; suspended → the hand-over;                 |
-|                  |                     | fenced → ConfirmOwner (repairs left) or CheckFence; |
+|                  |                     | fenced by a cancel's mark → ReadRun; other fences → |
+|                  |                     | ConfirmOwner (repairs left) or CheckFence;          |
 |                  |                     | failed → Finish failed; completed → Commit          |
 | CONFIRMING       | OwnerAnswered       | ours → ReadRun (the turn again); else CheckFence    |
 | COMMITTING_TURN  | Committed           | ClearTurnCheckpoint                                 |
@@ -200,7 +201,9 @@ class ToolsRan:
 class TurnEnded:
     #: None: the lease was lost, or the run cancelled, while the turn ran (it was abandoned)
     outcome: TurnOutcome | None
-    #: abandoned because a renewal found the run cancelled: the step reads it and ends it
+    #: the run was found cancelled while the turn ran (by a renewal, or by the lease check of
+    #: a checkpoint writer whose put the cancel's mark refused): a turn abandoned or fenced
+    #: for it is not a fence to judge; the step reads the run and ends it
     cancelled: bool = False
 
 
@@ -755,6 +758,8 @@ class RunMachine(RunExits):
             case TurnSuspended(new_chars=new_chars):
                 self.tally.new_chars += new_chars
                 return self._hand_over()
+            case TurnFenced() if event.cancelled:
+                return self._read()  # the cancel's mark fenced the writer: the step ends it
             case TurnFenced(detail=detail):
                 if self.repairs < MAX_REPAIRS:
                     # The runner could not confirm the lease (a failed read): ask again, and

@@ -86,6 +86,9 @@ class ApiSettings(EnvSettings):
     allowed_models: Annotated[frozenset[str], NoDecode, BeforeValidator(_model_list)] = env(
         "AWAKEN_ALLOWED_MODELS", frozenset()
     )
+    #: a cancel marks the run's checkpoint, so the worker streaming it stops at its next put
+    #: instead of its next lease renewal (off only to measure the renewal alone)
+    cancel_signal: bool = env("AWAKEN_CANCEL_SIGNAL", True)
 
 
 def allowed_models(environ: Mapping[str, str] | None = None, *, default: str) -> frozenset[str]:

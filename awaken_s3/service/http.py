@@ -410,12 +410,9 @@ def cancel_run(run_id: str) -> Response[str]:
     public = path_id(run_id, validate_public_run_id)
 
     async def cancel(services: Services) -> RunState:
-        from awaken_s3.service.socket import tell_followers
+        from awaken_s3.service.socket import cancel_and_tell
 
-        run = await runs.cancel_run(services.threads, owner=owner, public=public)
-        # A run no worker drives would tell its live followers nothing.
-        await tell_followers(services, run, public)
-        return run
+        return await cancel_and_tell(services, owner=owner, public=public)
 
     run = with_services(cancel)
     logger.info("run cancel requested", extra={"run_id": run.run_id, "status": run.status.value})

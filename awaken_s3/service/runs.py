@@ -12,12 +12,16 @@ code a caller sees. Nothing here knows about events, headers or bodies (that is
   attempt may have died between the create and the send (FIFO deduplicates the repeat);
 * one live run per thread (409 ``run_active`` names the active one);
 * another caller's thread or run answers exactly like a missing one;
-* what a run may set of its agent is the agent's decision (:mod:`awaken_s3.agents`).
+* what a run may set of its agent is the agent's decision (:mod:`awaken_s3.agents`);
+* a cancel reaches the worker streaming the run through its checkpoint, and whoever drives
+  the run last tells its followers that it ended (:func:`cancel_run`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
@@ -25,6 +29,8 @@ from awaken_s3.errors import AwakenError
 from awaken_s3.messages import Message
 from awaken_s3.service.queue import RunMessage
 from awaken_s3.service.scoping import public_id, scoped_id
+from awaken_s3.stores.base import StreamCheckpointStore
+from awaken_s3.streaming.cancel_mark import Mark, mark_cancelled
 from awaken_s3.threads.base import RunStore
 from awaken_s3.threads.errors import (
     RunActive,
@@ -156,7 +162,53 @@ async def start_run(
     return run
 
 
-async def cancel_run(threads: RunStore, *, owner: str, public: str) -> RunState:
-    """Cancel the caller's run; a run that already ended answers with its final state."""
-    await owned_run(threads, owner=owner, public=public)
-    return await threads.cancel_run(scoped_id(owner, public))
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """What a cancel did: the run as it stands, and who tells its followers that it ended."""
+
+    run: RunState
+    #: True: this cancel ended the run while a live worker held its lease. That worker stops
+    #: (the mark below reaches it within a checkpoint put interval, its next lease renewal at
+    #: the latest) and tells the followers itself: the last durable text, then ``run_ended``,
+    #: from one sender, so nothing follows the end.
+    worker_tells: bool
+    #: this call's cancel is what ended the run (False: it had ended before, and whoever
+    #: ended it tells the followers; a worker that just finished may still be pushing)
+    landed: bool = True
+    #: what became of the cancel's mark on the run's checkpoint (None: not tried)
+    mark: Mark | None = None
+
+    @property
+    def caller_tells(self) -> bool:
+        """The caller tells the followers: the cancel ended a run no live worker drives."""
+        return self.landed and not self.worker_tells
+
+
+async def cancel_run(
+    threads: RunStore,
+    *,
+    owner: str,
+    public: str,
+    checkpoints: StreamCheckpointStore | None = None,
+    signal: bool = True,
+    clock: Callable[[], float] = time.time,
+) -> Cancel:
+    """Cancel the caller's run; a run that already ended answers with its final state.
+
+    When the cancel lands on a run a live worker holds, the run's checkpoint is marked
+    (:func:`~awaken_s3.streaming.cancel_mark.mark_cancelled`: same body, another version)
+    so the worker's next conditional put is refused and its lease check finds the cancel:
+    the tokens stop within about a put interval instead of a renewal interval. ``signal``
+    False leaves the worker to its renewal (the benchmark's comparison). Both the HTTP route
+    and the WebSocket ``cancel`` action call this."""
+    before = await owned_run(threads, owner=owner, public=public)
+    run = await threads.cancel_run(scoped_id(owner, public))
+    landed = not before.status.terminal and run.status == RunStatus.CANCELLED
+    held = run.lease.owner is not None and run.lease.lease_until > clock()
+    if not (landed and held):
+        return Cancel(run, worker_tells=False, landed=landed)
+    mark = None
+    if signal and checkpoints is not None:
+        # After the cancel, never before: the worker's lease check must find the run cancelled.
+        mark = await mark_cancelled(checkpoints, run)
+    return Cancel(run, worker_tells=True, mark=mark)

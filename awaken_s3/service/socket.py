@@ -7,8 +7,10 @@
   the thread and the checkpoint, starting at ``after`` characters of the run's current turn
   (or of ``turn``, a turn it was in; absent: the start of the run's first uncommitted turn),
   then recorded at the position it was brought to; the worker serves it from there.
-* ``cancel`` ``{"action": "cancel", "run_id"}``: the run is cancelled (a streaming worker
-  stops within one lease renewal); its followers are told it ended.
+* ``cancel`` ``{"action": "cancel", "run_id"}``: the run is cancelled; a streaming worker
+  learns it from its checkpoint's next conditional put (the cancel marks the checkpoint),
+  stops, and tells the followers itself (last text, then the end); a run no live worker
+  drives has its followers told here.
 * ``$disconnect``: the connection and its follows are forgotten; nothing else (a dropped
   connection never cancels a run). A connection found gone (410) is forgotten the same way.
 * ``$default``: anything else is answered with an ``error`` frame.
@@ -283,19 +285,53 @@ class SocketRoutes:
         public, _ = parse_message(body)
         owner = await self.owner()
         try:
-            run = await runs.cancel_run(self.services.threads, owner=owner, public=public)
+            done = await runs.cancel_run(
+                self.services.threads,
+                owner=owner,
+                public=public,
+                checkpoints=self.services.checkpoints,
+                signal=cancel_signal(),
+            )
         except ApiError as exc:
             raise Refused(exc.code, exc.message, public) from exc
+        run = done.run
         logger.info("run cancel requested", extra={"run_id": run.run_id})
         answer = {"type": "cancel", "run_id": public, "status": run.status.value}
         await self.sender.send(self.connection_id, answer)
-        await tell_followers(self.services, run, public)
+        if done.caller_tells:
+            await tell_followers(self.services, run, public)
+
+
+def cancel_signal() -> bool:
+    """Whether a cancel marks the run's checkpoint for the worker (``AWAKEN_CANCEL_SIGNAL``;
+    off only to measure the renewal alone)."""
+    from awaken_s3.service.config import ApiSettings
+
+    return ApiSettings.from_env(os.environ).cancel_signal
+
+
+async def cancel_and_tell(services: Services, *, owner: str, public: str) -> RunState:
+    """The HTTP route's cancel: the run cancelled (and its worker signalled), and its
+    followers told here when no live worker drives the run (:attr:`runs.Cancel.caller_tells`)."""
+    done = await runs.cancel_run(
+        services.threads,
+        owner=owner,
+        public=public,
+        checkpoints=services.checkpoints,
+        signal=cancel_signal(),
+    )
+    if done.caller_tells:
+        await tell_followers(services, done.run, public)
+    return done.run
 
 
 async def tell_followers(services: Services, run: RunState, public: str) -> None:
-    """Send every follower of an ended ``run`` what it is owed up to the end (a cancelled run
-    no worker drives would tell nobody). Duplicates of a worker's frames are skipped by
-    offset on the client."""
+    """Send every follower of an ended ``run`` what it is owed up to the end. Called only
+    by a cancel that ended a run no live worker drives (a queued or handed-over run, a lease
+    run out): while one does, it alone sends the run's frames, its last text and then
+    ``run_ended``, so no frame can follow the end; a run that had ended before is told by
+    whoever ended it. Duplicates of frames a follower has (a redelivery that
+    tells again) are skipped by offset on the client."""
     table = connections_table()
     if table is None or services.management is None or not run.status.terminal:
         return

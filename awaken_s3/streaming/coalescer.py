@@ -38,7 +38,15 @@ from awaken_s3.models import StreamCheckpoint, encode_checkpoint
 from awaken_s3.stores.base import StreamCheckpointStore
 from awaken_s3.streaming.cleanup import read_checkpoint
 from awaken_s3.streaming.fate import Corrupt, Unreadable
-from awaken_s3.streaming.fence import Adopt, AskOwner, Create, FenceVerdict, Repair, explain_fence
+from awaken_s3.streaming.fence import (
+    Adopt,
+    AskOwner,
+    Create,
+    FenceVerdict,
+    Repair,
+    explain_fence,
+    is_cancel_mark,
+)
 from awaken_s3.streaming.outcome import CheckpointStats
 from awaken_s3.streaming.turn_request import OwnerCheck, ask_owner
 
@@ -340,11 +348,21 @@ class CoalescingCheckpointWriter:
                 verdict = explain(owner=await ask_owner(self._ctx.confirm_owner, self._ctx.run_id))
             if self._follow(verdict):
                 return True
+            if is_cancel_mark(seen):
+                # The API's cancel, not another owner: the expected way a cancel stops a turn.
+                self._fence()
+                log.info(
+                    "checkpoint writer for run %s stopped: the run was cancelled", self._ctx.run_id
+                )
+                return False
+        self._fence()
+        log.warning("checkpoint writer for run %s is fenced: %s", self._ctx.run_id, exc)
+        return False
+
+    def _fence(self) -> None:
         self.stats.fenced += 1
         self.fenced = True
         self._stop()
-        log.warning("checkpoint writer for run %s is fenced: %s", self._ctx.run_id, exc)
-        return False
 
     def _follow(self, verdict: FenceVerdict) -> bool:
         match verdict:

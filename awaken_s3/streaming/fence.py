@@ -19,6 +19,8 @@ hold the lease?"):
 | a corrupt object                | any         | yes                  | Repair           |
 | a failed read                   | known       | (not asked)          | Fenced           |
 | a newer build's object          | as a failed read                                      |
+| the API's cancel mark           | any         | yes                  | Repair           |
+|                                 |             | no, or cannot ask    | Fenced           |
 
 One lease epoch has one holder, so a checkpoint of our own epoch is our own write. A fence
 that no newer owner explains (an object deleted under its writer, an epoch the run never had
@@ -26,14 +28,23 @@ after a table restore, a leftover a create collides with) is repaired only on th
 record's word: an unreadable run record proves nothing, and a fence is then believed.
 Creating where an object is gone also asks the run record when one can be asked, since a
 zombie's create after the run ended would leave an object nobody ever deletes.
+
+The cancel mark (``writer`` = :data:`CANCEL_WRITER`, put by the API after a cancel landed, at
+the epoch of the body it marked: :mod:`awaken_s3.streaming.cancel_mark`) is never adopted as
+one's own write, whatever its epoch: it exists to send the writer to the run record.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final, TypeGuard
 
 from awaken_s3.models import StoredCheckpoint
 from awaken_s3.streaming.fate import Absent, Corrupt, Found
+
+#: the ``writer`` of a checkpoint the API marked for a cancel (a worker's id is its log
+#: stream, request id and a random suffix, never this)
+CANCEL_WRITER: Final = "awaken-s3:cancel"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +79,11 @@ class Fenced:
 FenceVerdict = Adopt | Create | AskOwner | Repair | Fenced
 
 
+def is_cancel_mark(seen: Found) -> TypeGuard[StoredCheckpoint]:
+    """What a read found is the API's cancel mark."""
+    return isinstance(seen, StoredCheckpoint) and seen.checkpoint.writer == CANCEL_WRITER
+
+
 def explain_fence(
     seen: Found,
     *,
@@ -81,6 +97,8 @@ def explain_fence(
     ``can_ask``: a run record stands behind ``epoch``; ``owner``: its answer, None until it
     was asked.
     """
+    if is_cancel_mark(seen):
+        return _owner_decides(Repair(seen.version), can_ask=can_ask, owner=owner)
     if isinstance(seen, StoredCheckpoint):
         theirs = seen.checkpoint.epoch
         if theirs < epoch or (theirs == epoch and uncertain):

@@ -6,8 +6,9 @@ in the manner of h11. Every transition is one row of :data:`TRANSITIONS`:
 
 | phase        | event           | what follows                                                 |
 |--------------|-----------------|--------------------------------------------------------------|
-| LOADING      | Loaded          | fenced hint → CONFIRMING; R2 → Complete; budget spent →      |
-|              |                 | Fail; resume → OPENING (write first); fresh → OPENING        |
+| LOADING      | Loaded          | fenced hint (a newer epoch's, the API's cancel mark) →       |
+|              |                 | CONFIRMING; R2 → Complete; budget spent → Fail; resume →     |
+|              |                 | OPENING (write first); fresh → OPENING                       |
 | CONFIRMING   | OwnerAnswered   | not ours → Fence; ours → the checkpoint is used as any other |
 | OPENING      | Opened          | fenced → Fence; else CALLING (or SUSPENDING at the deadline) |
 | CALLING      | AttemptEnded    | completed → SETTLING; lost calls/retryable error →           |
@@ -58,6 +59,7 @@ from awaken_s3.models import StoredCheckpoint, StreamCheckpoint
 from awaken_s3.streaming.accumulator import StreamAccumulator
 from awaken_s3.streaming.errors import ProviderError, ToolCallsLost
 from awaken_s3.streaming.fate import Match, match_turn
+from awaken_s3.streaming.fence import is_cancel_mark
 from awaken_s3.streaming.outcome import ClassifiedError, DroppedToolCall, Usage
 from awaken_s3.streaming.prefix_form import PrefixForm
 from awaken_s3.streaming.provider import ModelRequest
@@ -346,7 +348,9 @@ class TurnMachine:
         stored = event.stored
         if not self.leased and stored is not None:
             self.epoch = max(self.epoch, stored.checkpoint.epoch + 1)
-        if stored is not None and stored.checkpoint.epoch > self.epoch:
+        if stored is not None and (stored.checkpoint.epoch > self.epoch or is_cancel_mark(stored)):
+            # A newer epoch's, or the API's cancel mark (created between our last read of the
+            # run and this load): only the run record can say whether the turn may run.
             self.phase = Phase.CONFIRMING
             return ConfirmOwner()
         return self._use(stored)
@@ -354,6 +358,8 @@ class TurnMachine:
     def _on_owner(self, event: OwnerAnswered) -> Action:
         assert self._loaded is not None and self._loaded.stored is not None
         saved = self._loaded.stored.checkpoint
+        if not event.ours and is_cancel_mark(self._loaded.stored):
+            return self._fence("the run was cancelled (the checkpoint carries the cancel's mark)")
         if not event.ours:
             return self._fence(
                 f"the checkpoint was written under lease epoch {saved.epoch}, "

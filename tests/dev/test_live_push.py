@@ -216,6 +216,11 @@ async def test_a_cancel_on_the_socket_stops_the_run_and_a_disconnect_does_not(
         await second.socket.send(json.dumps({"action": "dance", "run_id": "r1"}))
         await second.until(lambda: second.frames[-1]["type"] == "error", "an error frame")
         assert second.frames[-1]["code"] == "unknown_action"
+        # The worker alone told the follower of the end, after its last text: no text frame
+        # came after run_ended (the cancel's answer and the error are the socket's own).
+        kinds = [frame["type"] for frame in second.frames]
+        after_end = kinds[kinds.index("run_ended") + 1 :]
+        assert set(after_end) <= {"cancel", "error"}, after_end
         await second.close()
 
 

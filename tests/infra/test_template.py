@@ -541,17 +541,21 @@ def test_worker_grants_are_exactly_its_needs(deployed: Deployed) -> None:
     assert not any(a.startswith(("dynamodb:Scan", "dynamodb:Batch")) for a in grants)
 
 
-def test_api_reads_checkpoints_and_cannot_write_them_or_touch_models_or_keys(
+def test_api_reads_checkpoints_marks_them_for_a_cancel_and_cannot_touch_models_or_keys(
     deployed: Deployed,
 ) -> None:
     for variant in VARIANTS:
         grants = _granted(deployed(**variant), "ApiRole")
-        # Read-only on checkpoints (the live partial view); writes only message bodies.
+        # Reads checkpoints (the live partial view) and puts one again for a cancel (the
+        # bucket policy admits only a conditional put); never deletes one.
         assert grants["s3:GetObject"] == {
             "<CheckpointBucket.Arn>/messages/*",
             "<CheckpointBucket.Arn>/checkpoints/*",
         }
-        assert grants["s3:PutObject"] == {"<CheckpointBucket.Arn>/messages/*"}
+        assert grants["s3:PutObject"] == {
+            "<CheckpointBucket.Arn>/messages/*",
+            "<CheckpointBucket.Arn>/checkpoints/*",
+        }
         assert grants["s3:ListBucket"] == {"<CheckpointBucket.Arn>"}
         (listing,) = [
             s for s in _statements(deployed(**variant), "ApiRole") if s["Action"] == "s3:ListBucket"

@@ -22,10 +22,11 @@ from awaken_s3.maintenance import (
 from awaken_s3.messages import Message
 from awaken_s3.models import StreamCheckpoint, encode_checkpoint
 from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
+from awaken_s3.streaming.cancel_mark import Mark, mark_cancelled
 from awaken_s3.threads.memory import InMemoryThreadStore
 from awaken_s3.threads.models import RunState, RunStatus
 from tests.fixtures.clock import FakeClock
-from tests.fixtures.runs import run_state
+from tests.fixtures.runs import run_state, seed_run
 from tests.ops.world import seed_ended_and_live
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -235,3 +236,23 @@ async def test_a_leftover_never_waits_for_good_behind_quiet_live_checkpoints() -
     listed = [r async for r in store.list_run_ids()]
     assert "done" not in listed
     assert len(listed) == 9  # every live run's checkpoint is still there
+
+
+async def test_a_cancel_s_mark_whose_worker_was_gone_is_a_leftover_the_sweeper_deletes() -> None:
+    """The API marks the checkpoint of a run it cancelled while a lease was live; when the
+    worker that held it was already gone, nobody settles the mark but the leftover clean:
+    its run ended, so it is stale whatever wrote it."""
+    clock = FakeClock(NOW.timestamp())
+    threads = InMemoryThreadStore(clock=clock)
+    await seed_run(threads, "run-1", thread_id="thread-1")
+    claimed = await threads.claim_run("run-1", worker="gone", lease_seconds=30)
+    store = InMemoryStreamCheckpointStore(clock=clock)
+    await store.put(checkpoint(), expected_version=None)  # the worker's last put
+    cancelled = await threads.cancel_run("run-1")
+    assert cancelled.lease.epoch == claimed.lease.epoch
+    assert await mark_cancelled(store, cancelled) is Mark.MARKED
+    clock.advance(120)
+    now = datetime.fromtimestamp(clock(), UTC)
+    cleaned = await clean_leftovers(store, threads, now=now, quiet_for=timedelta(seconds=30))
+    assert [(c.verdict.run_id, c.action) for c in cleaned] == [("run-1", "deleted")]
+    assert [r async for r in store.list_run_ids()] == []

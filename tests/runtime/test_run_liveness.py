@@ -250,7 +250,15 @@ def read(world: World, action: rm.Action, choose: Choose[Any]) -> rm.Event:
                     return rm.ToolsRan(None, failed=error)
             return rm.ToolsRan(None, refused="claimed by another epoch")
         case rm.RunTurn():
-            return rm.TurnEnded(turn_outcome(world, choose))
+            # The lease keeper saw the cancel (a renewal, or the lease check of a writer the
+            # cancel's mark refused) only when the run is cancelled; the turn may then have
+            # been abandoned, fenced by the mark, or have ended on its own meanwhile.
+            seen = world.status == RunStatus.CANCELLED and choose((False, True))
+            if seen and choose(("abandoned", "fenced", "ended")) != "ended":
+                return rm.TurnEnded(
+                    choose((None, TurnFenced("the cancel's mark refused a put"))), cancelled=True
+                )
+            return rm.TurnEnded(turn_outcome(world, choose), cancelled=seen)
         case rm.ConfirmOwner():
             return rm.OwnerAnswered(world.held_by_us and world.live and choose((True, False)))
         case rm.ClearTurnCheckpoint():

@@ -267,6 +267,16 @@ ROWS: dict[str, tuple[Callable[[], RunMachine], list[Step]]] = {
             Step(CheckpointSettled(False), exits(RunEnd.CANCELLED, error=None)),
         ],
     ),
+    "a turn fenced by the cancel's mark reads the run (no owner check, no hand-over)": (
+        machine,
+        [
+            *claimed(),
+            Step(TurnEnded(TurnFenced("the cancel's mark"), cancelled=True), ReadRun()),
+            Step(RunRead(run(status=RunStatus.CANCELLED), 0.0), finishes(RunStatus.CANCELLED)),
+            Step(Finished(run(status=RunStatus.CANCELLED)), SettleCheckpoint),
+            Step(CheckpointSettled(False), exits(RunEnd.CANCELLED, error=None)),
+        ],
+    ),
     "tools abandoned for a cancel read the run too (never a fence check)": (
         machine,
         [

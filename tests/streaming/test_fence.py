@@ -14,6 +14,7 @@ from awaken_s3.errors import StreamCheckpointError
 from awaken_s3.models import StoredCheckpoint, StreamCheckpoint
 from awaken_s3.streaming.fate import Absent, Corrupt, Found, NewerSchema, Unreadable
 from awaken_s3.streaming.fence import (
+    CANCEL_WRITER,
     Adopt,
     AskOwner,
     Create,
@@ -34,6 +35,14 @@ def at_epoch(epoch: int) -> StoredCheckpoint:
 
 
 DOWN = Unreadable(StreamCheckpointError("S3 unreachable"))
+
+
+def marked(epoch: int) -> StoredCheckpoint:
+    """A body the API put again for a cancel: the worker's, with the cancel's writer."""
+    stored = at_epoch(epoch)
+    checkpoint = stored.checkpoint.model_copy(update={"writer": CANCEL_WRITER})
+    return StoredCheckpoint(checkpoint=checkpoint, version=f"m{epoch}")
+
 
 #: (seen, uncertain, can ask, the owner's answer) -> verdict
 ROWS: dict[str, tuple[Found, bool, bool, bool | None, FenceVerdict]] = {
@@ -86,6 +95,28 @@ ROWS: dict[str, tuple[Found, bool, bool, bool | None, FenceVerdict]] = {
     "a corrupt body: ask": (Corrupt("vc"), False, True, None, AskOwner()),
     "... ours: replace it at the version judged": (Corrupt("vc"), True, True, True, Repair("vc")),
     "... someone else's: fenced": (Corrupt("vc"), False, True, False, Fenced()),
+    "the cancel's mark at our epoch, our version uncertain: never adopted, ask": (
+        marked(OURS),
+        True,
+        True,
+        None,
+        AskOwner(),
+    ),
+    "the cancel's mark on an older epoch's body: ask too": (
+        marked(4),
+        False,
+        True,
+        None,
+        AskOwner(),
+    ),
+    "... the run record says the run is over (cancelled): fenced": (
+        marked(OURS),
+        True,
+        True,
+        False,
+        Fenced(),
+    ),
+    "... no run record to ask: fenced": (marked(OURS), True, False, None, Fenced()),
     "a newer build's object is as unreadable to this one": (
         NewerSchema("vn", 9),
         False,

@@ -18,6 +18,7 @@ from awaken_s3.models import PartialToolCall, StoredCheckpoint, StreamCheckpoint
 from awaken_s3.streaming.continuation import CONTINUE_INSTRUCTION
 from awaken_s3.streaming.errors import ConnectionDropped, InvalidRequest, PrefillRejected, Throttled
 from awaken_s3.streaming.events import StopEvent, TextDelta, ToolCallDelta, ToolCallStart
+from awaken_s3.streaming.fence import CANCEL_WRITER
 from awaken_s3.streaming.provider import ModelRequest
 from awaken_s3.streaming.retry import RetryPolicy
 from awaken_s3.streaming.turn_machine import (
@@ -140,6 +141,14 @@ ROWS: dict[str, tuple[Callable[[], TurnMachine], list[Step]]] = {
                 OwnerAnswered(True),
                 OpenWriter(version="v1", version_known=True, checkpointing=True, write_first=True),
             ),
+        ],
+    ),
+    "the API's cancel mark at the turn's start (the cancel came after the run's last read) "
+    "is never resumed from: the run record, finding the run cancelled, fences the turn": (
+        machine,
+        [
+            Step(Loaded(stored(writer=CANCEL_WRITER, epoch=3)), ConfirmOwner()),
+            Step(OwnerAnswered(False), Fence),
         ],
     ),
     "a resume writes its new retry count first, and is fenced if that write loses": (
