@@ -36,6 +36,19 @@ class Bench:
 
 BENCHES = (
     Bench(
+        "cancel_stop.py",
+        (
+            r"^cancel_stop: lease 6 s \(renewal every 2 s\),",
+            *(
+                rf"^{mechanism}, unfollowed\s+{path}\s+{NUM}\s+{NUM}\s+{NUM}\s+\d+\s+{NUM}$"
+                for mechanism in ("mark", "renewal")
+                for path in ("http", "websocket")
+            ),
+            rf"^renewal / mark, unfollowed, http: seconds mean x{NUM} max x{NUM};",
+        ),
+        slow=True,
+    ),
+    Bench(
         "code_sizes.py",
         (
             r"^# working tree: \d+ files under awaken_s3, handlers$",
