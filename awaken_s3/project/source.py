@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from importlib.metadata import Distribution, PackageNotFoundError, distribution
+from importlib.metadata import Distribution, distributions
 from pathlib import Path
 from typing import Any, Final, Literal
 from urllib.parse import unquote, urlsplit
@@ -84,10 +84,7 @@ class Source:
 def installed_source(dist: Distribution | None = None) -> Source:
     """Where ``dist`` (default: the awaken-s3 this code runs from) was installed from."""
     if dist is None:
-        try:
-            dist = distribution(DISTRIBUTION)
-        except PackageNotFoundError as exc:  # a source tree run without being installed
-            raise InstallRecordError(_NOT_INSTALLED) from exc
+        dist = _installed()
     version = dist.version
     text = dist.read_text("direct_url.json")
     if text is None:
@@ -106,6 +103,19 @@ def installed_source(dist: Distribution | None = None) -> Source:
         # One requirement line: a URL never spans two (pip writes a space as %20).
         raise InstallRecordError(_UNREADABLE)
     return Source(kind, version, url)
+
+
+def _installed() -> Distribution:
+    """awaken-s3 as an installer installed it: the first on the path that has an INSTALLER
+    record (PEP 627), before the ``awaken_s3.egg-info`` a build leaves in a clone, which
+    shadows the install when the clone is the working directory (``python -m``)."""
+    found = list(distributions(name=DISTRIBUTION))
+    for dist in found:
+        if dist.read_text("INSTALLER") is not None:
+            return dist
+    if not found:  # a source tree run without being installed
+        raise InstallRecordError(_NOT_INSTALLED)
+    return found[0]
 
 
 def _direct_reference(record: dict[str, Any]) -> tuple[Kind, str]:
