@@ -89,20 +89,19 @@ if [ "${1:-}" = "--build" ]; then
     du -sh "$bedrock"
 
     # The project as its user builds it: SAM's standard Python builder (src/ as the
-    # functions, layer/requirements.txt as their layer), awaken-s3 found as a wheel of this
-    # checkout through PIP_FIND_LINKS, as the project's README says to do while awaken-s3 is
-    # not on an index. SAM's builder runs pip with a local interpreter of the runtime's
-    # version, found on PATH.
+    # functions, layer/requirements.txt as their layer), with nothing set: init, run from
+    # an install of this checkout, required `awaken-s3[anthropic] @ file://<this checkout>`,
+    # which SAM's pip builds from here. SAM's builder runs pip with a local interpreter of
+    # the runtime's version, found on PATH.
+    grep -qx "awaken-s3\[anthropic\] @ file://$(pwd -P)" "$project/layer/requirements.txt" \
+        || { echo "the project does not require awaken-s3 from this checkout" >&2; exit 1; }
     version="$(sed -n 's/^    Runtime: python//p' template.yaml)"
     runtime_python="$(infra/find-python.sh "$version")" \
         || { echo "sam build of a project needs a local python$version (the template's runtime)" >&2; exit 1; }
     sam="$(pwd)/$VENV/bin/sam"
-    wheels="$work/wheels"
-    "$PYTHON" -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir "$wheels" .
     build_project() {  # template (relative to the project), build directory
         local started=$SECONDS
         (cd "$project" && PATH="$(dirname "$runtime_python"):$PATH" \
-            PIP_FIND_LINKS="$wheels ${PIP_FIND_LINKS:-}" \
             "$sam" build --template-file "$1" --build-dir "$2" >"$2.log" 2>&1) \
             || { cat "$2.log" >&2; echo "sam build of the project failed" >&2; exit 1; }
         echo "   built in $((SECONDS - started)) s"

@@ -8,14 +8,7 @@ from pathlib import Path
 from typing import TextIO, cast
 
 from awaken_s3.project.scaffold import PROVIDERS, ProjectError, ProjectSpec, Provider
-
-NOT_ON_AN_INDEX = """\
-While awaken-s3 is not on a package index, point pip (and sam build, which runs pip) at it:
-  a wheel:       pip wheel --no-deps /path/to/awaken-s3 -w wheels/
-                 export PIP_FIND_LINKS=$PWD/wheels
-  a checkout:    in layer/requirements.txt, write the awaken-s3 line as
-                 awaken-s3{extra} @ git+https://github.com/<owner>/awaken-s3@<tag or commit>
-                 (or awaken-s3{extra} @ file:///path/to/awaken-s3 for a local clone)"""
+from awaken_s3.project.source import InstallRecordError, Source, installed_source
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,21 +42,41 @@ def run(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> int:
         spec = ProjectSpec.for_directory(
             directory, provider=cast(Provider, args.provider), package=args.package
         )
-        written = write_project(directory, spec)
-    except ProjectError as exc:
+        source = installed_source()
+        written = write_project(directory, spec, source)
+    except (ProjectError, InstallRecordError) as exc:
         print(f"awaken-s3 init: {exc}", file=sys.stderr)
         return 2
     print(f"awaken-s3 init: wrote {len(written)} files in {directory}:", file=out)
     for path in written:
         print(f"  {path.relative_to(directory)}", file=out)
-    extra = "" if spec.provider == "bedrock" else f"[{spec.provider}]"
     print(
         "\nNext, in that directory:\n"
         "  python3 -m venv .venv && . .venv/bin/activate\n"
         "  pip install -e '.[dev]'\n"
         "  pytest                              # the agent on moto, killed and resumed\n"
         "  awaken-s3 dev                       # the local stack and its console\n"
-        "  sam build && sam deploy --guided    # to AWS\n\n" + NOT_ON_AN_INDEX.format(extra=extra),
+        "  sam build && sam deploy --guided    # to AWS\n",
         file=out,
     )
+    print(where_awaken_s3_comes_from(source, spec.provider), file=out)
     return 0
+
+
+def where_awaken_s3_comes_from(source: Source, provider: Provider) -> str:
+    """What the project's awaken-s3 requirement is, and what it takes to keep it installable."""
+    requirement = source.requirement(*(() if provider == "bedrock" else (provider,)))
+    said = (
+        "The project requires awaken-s3 from where this one was installed, so pip and sam build\n"
+        "need no index holding it (layer/requirements.txt, and the dev extra of pyproject.toml):\n"
+        f"  {requirement}\n"
+        f"  ({source.describe()})"
+    )
+    where = source.local_path()
+    if where is not None and not where.exists():
+        said += (
+            f"\nwarning: {where} is not there any more, so the project cannot install it;\n"
+            'point both lines at a place that has awaken-s3 (README.md, "Where awaken-s3 '
+            'comes from").'
+        )
+    return said

@@ -6,7 +6,10 @@ the app on moto through awaken-s3's pytest plugin, the stack's template (derived
 awaken-s3's own, :mod:`awaken_s3.project.stack`), sam's settings and a README with the
 commands. The files come from ``skeleton/``: Python files are real modules of a package named
 ``my_service`` (linted with this repository), renamed for the project; ``*.tmpl`` files have
-``{{name}}`` fields filled in; a leading ``dot-`` becomes ``.``.
+``{{name}}`` fields filled in; a leading ``dot-`` becomes ``.``. awaken-s3 itself is required
+the way the awaken-s3 writing the project was installed (:mod:`~awaken_s3.project.source`): a
+project made by an awaken-s3 from a clone, a git URL or a wheel installs from the same place,
+with no index holding awaken-s3.
 
 :func:`project_files` is pure (the files as text, by relative path); :func:`write_project`
 refuses to write when any of them exists, and then writes nothing.
@@ -15,6 +18,7 @@ refuses to write when any of them exists, and then writes nothing.
 from __future__ import annotations
 
 import importlib.resources
+import json
 import keyword
 import re
 from collections.abc import Iterator
@@ -24,6 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import Final, Literal
 
 from awaken_s3.errors import AwakenError
+from awaken_s3.project.source import Source, installed_source
 from awaken_s3.project.stack import code_location, project_template, repository_template
 
 Provider = Literal["bedrock", "anthropic", "openai"]
@@ -74,24 +79,6 @@ class ProjectSpec:
         return cls(distribution.lower(), name, provider)
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("awaken-s3")
-    except PackageNotFoundError:  # pragma: no cover (a source tree without metadata)
-        return "0.1.0"
-
-
-def requirement_bounds(version: str) -> str:
-    """The releases a project accepts: this one's minor series before 1.0, its major after."""
-    parts = [int(p) for p in re.findall(r"\d+", version)[:2]] + [0, 0]
-    major, minor = parts[0], parts[1]
-    if major == 0:
-        return f">=0.{minor},<0.{minor + 1}"
-    return f">={major}.{minor},<{major + 1}"
-
-
 def _model_default(template: str) -> str:
     """The Model parameter's default: the Bedrock model a Bedrock project deploys with."""
     block = re.search(r"^  Model:\n((?:    .*\n)+)", template, re.M)
@@ -101,11 +88,8 @@ def _model_default(template: str) -> str:
     return found.group(1)
 
 
-def _fields(spec: ProjectSpec, template: str) -> dict[str, str]:
-    version = _version()
-    bounds = requirement_bounds(version)
-    extra = "" if spec.provider == "bedrock" else f"[{spec.provider}]"
-    requirement = f"awaken-s3{extra}{bounds}"
+def _fields(spec: ProjectSpec, template: str, source: Source) -> dict[str, str]:
+    extras = () if spec.provider == "bedrock" else (spec.provider,)
     if spec.provider == "bedrock":
         overrides = ["Provider=bedrock", f"Model={_model_default(template)}"]
         key_step = (
@@ -131,10 +115,12 @@ def _fields(spec: ProjectSpec, template: str) -> dict[str, str]:
         "distribution": spec.distribution,
         "package": spec.package,
         "provider": spec.provider,
-        "version": version,
-        "extra": extra,
-        "requirement": requirement,
-        "awaken_dev": f"awaken-s3[local]{bounds}",
+        "version": source.version,
+        "extra": f"[{spec.provider}]" if extras else "",
+        "requirement": source.requirement(*extras),
+        # A TOML string (JSON's escapes are TOML's): a URL is the user's to choose.
+        "awaken_dev": json.dumps(source.requirement("local")),
+        "source": source.describe(),
         "overrides": "\n".join(f'    "{line}",' for line in overrides),
         "key_step": key_step,
         "python": code_location(template).runtime.removeprefix("python"),
@@ -161,11 +147,12 @@ def _fill(text: str, fields: dict[str, str], where: PurePosixPath) -> str:
     return _FIELD.sub(value, text)
 
 
-def project_files(spec: ProjectSpec) -> dict[str, str]:
+def project_files(spec: ProjectSpec, source: Source | None = None) -> dict[str, str]:
     """Every file of the project, by its path relative to the project's directory (pure but
-    for reading the installed package's skeleton and template)."""
+    for reading the installed package's skeleton and template). The project depends on
+    awaken-s3 from ``source``, by default where the running awaken-s3 was installed from."""
     template = repository_template()
-    fields = _fields(spec, template)
+    fields = _fields(spec, template, source or installed_source())
     files: dict[str, str] = {}
     skeleton = importlib.resources.files("awaken_s3.project").joinpath("skeleton")
     for path, text in _walk(skeleton, PurePosixPath()):
@@ -184,10 +171,10 @@ def project_files(spec: ProjectSpec) -> dict[str, str]:
     return files
 
 
-def write_project(directory: Path, spec: ProjectSpec) -> list[Path]:
+def write_project(directory: Path, spec: ProjectSpec, source: Source | None = None) -> list[Path]:
     """Write the project into ``directory`` (made if missing); the paths written. Nothing is
     written when any of the files exists already."""
-    files = project_files(spec)
+    files = project_files(spec, source)
     existing = sorted(name for name in files if (directory / name).exists())
     if existing:
         raise ProjectError(

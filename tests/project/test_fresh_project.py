@@ -1,22 +1,25 @@
-"""A new user's whole path, from `awaken-s3 init` to a resumed run, in a fresh virtualenv.
+"""A new user's whole path, from a clone of awaken-s3 to a resumed run of their own project.
 
-This checkout is installed into a new venv (a wheel built from a copy of the tree, not the
-editable install the suite runs on), `awaken-s3 init` writes a project, the project is
-installed, its own tests run (awaken-s3's pytest plugin: moto, local containers, kills), and
+awaken-s3 is installed as the README says, `pipx install '.[local]'` in a clone (a copy of
+this tree, pipx and its venvs in a temporary PIPX_HOME, the command in a temporary
+PIPX_BIN_DIR; pipx resolves every dependency from PyPI); that `awaken-s3 init` writes a
+project; the project installs with `pip install -e '.[dev]'` in a new venv, with no index
+holding awaken-s3 and no PIP_FIND_LINKS (its requirement names the clone, which pip builds);
+its own tests run (awaken-s3's pytest plugin: moto, local containers, kills), and
 `awaken-s3 dev` started in it with no flags serves its app: a run calls the project's tools,
 its worker is killed mid-answer, and the run resumes and completes with each tool run once.
 
-The venv is lean, and says why: the packages this checkout and the project depend on are the
-suite's own (the outer venv's site-packages is on the new venv's path, after its own), so
-both are installed with ``--no-deps`` and nothing is downloaded but the build backend (from
-pip's cache). Resolving the dependencies from an index is what `make venv` and the Lambda
-builds of `make build-check` show; what this test adds is the installed package, its data
-files (the skeleton, the stack template) and its entry points working outside the checkout.
+The project's venv is lean, and says why: the packages the project depends on besides
+awaken-s3 are the suite's own (its site-packages, less awaken-s3, on the venv's path after the
+venv's own), so pip finds them installed and fetches from PyPI only the build backends; it
+must still resolve awaken-s3 itself, which no index and no path holds, from the requirement
+init wrote. Resolving every dependency from PyPI is what the pipx install above, `make venv`
+and the Lambda builds of `make build-check` show.
 """
 
 from __future__ import annotations
 
-import os
+import json
 import shutil
 import subprocess
 import sys
@@ -27,37 +30,25 @@ from pathlib import Path
 import pytest
 
 from tests.dev.conftest import DevServer, eventually
+from tests.project.conftest import NOT_SOURCES, ROOT, run, user_env
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-#: what a fresh clone holds beside the sources, and is not copied
-NOT_SOURCES = shutil.ignore_patterns(
-    ".git",
-    ".venv*",
-    "build",
-    "dist",
-    "*.egg-info",
-    "__pycache__",
-    ".mypy_cache",
-    ".pytest_cache",
-    ".ruff_cache",
-    ".hypothesis",
-    ".aws-sam",
-)
+
+def suite_packages_less_awaken_s3(where: Path) -> Path:
+    """A directory of the suite's installed packages (links), without awaken-s3."""
+    where.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        # The editable install's record and finder: the project must find no awaken-s3.
+        if entry.name.startswith(("awaken_s3", "__editable__")) or entry.suffix == ".pth":
+            continue
+        (where / entry.name).symlink_to(entry)
+    return where
 
 
-def run(command: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 300) -> str:
-    done = subprocess.run(
-        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
-def fresh_venv(where: Path) -> Path:
-    """A venv without pip whose path ends with the suite's own site-packages."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+def fresh_venv(where: Path, packages: Path) -> Path:
+    """A venv whose path ends with ``packages``: the README's `python3 -m venv .venv`."""
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
     python = where / "bin" / "python"
     purelib = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -65,33 +56,64 @@ def fresh_venv(where: Path) -> Path:
         text=True,
         check=True,
     ).stdout.strip()
-    # A path line: added after the venv's own site-packages; its .pth files (the suite's
-    # editable install of awaken-s3) are not run, so awaken_s3 comes from the new venv only.
-    (Path(purelib) / "outer-venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # A path line: added after the venv's own site-packages.
+    (Path(purelib) / "suite-packages.pth").write_text(f"{packages}\n")
     return python
 
 
-def test_init_then_the_project_s_tests_then_awaken_s3_dev_with_a_kill_and_a_resume(
-    tmp_path: Path, dev_server_factory: Callable[..., DevServer]
-) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
-    python = fresh_venv(tmp_path / "venv")
-    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet"]
-    checkout = tmp_path / "checkout"
-    shutil.copytree(ROOT, checkout, symlinks=True, ignore=NOT_SOURCES)
-    run([*pip, "--no-deps", str(checkout)], cwd=tmp_path, env=env)
-    installed = run(
-        [str(python), "-c", "import awaken_s3, sys; print(awaken_s3.__file__)"],
-        cwd=tmp_path,
-        env=env,
+def installed_from(python: Path, cwd: Path) -> tuple[str, dict[str, object]]:
+    """Where ``python`` imports awaken_s3 from, and its install record (PEP 610)."""
+    said = run(
+        [
+            str(python),
+            "-c",
+            "import awaken_s3, importlib.metadata as m; print(awaken_s3.__file__); "
+            "print(m.distribution('awaken-s3').read_text('direct_url.json'))",
+        ],
+        cwd=cwd,
+        env=user_env(),
     )
-    assert installed.startswith(str(tmp_path / "venv")), installed
+    where, record = said.splitlines()
+    return where, json.loads(record)
 
-    awaken = str(python.with_name("awaken-s3"))
+
+def test_pipx_install_then_init_then_the_project_installs_tests_and_resumes_with_no_index(
+    tmp_path: Path, packaging_tools: Path, dev_server_factory: Callable[..., DevServer]
+) -> None:
+    env = user_env()
+    clone = tmp_path / "awaken-s3"
+    shutil.copytree(ROOT, clone, symlinks=True, ignore=NOT_SOURCES)
+
+    # The README's install: the command on the user's PATH, its own venv under PIPX_HOME.
+    pipx_env = env | {
+        "PIPX_HOME": str(tmp_path / "pipx"),
+        "PIPX_BIN_DIR": str(tmp_path / "bin"),
+        "PIPX_MAN_DIR": str(tmp_path / "man"),
+        "USE_EMOJI": "0",
+    }
+    pipx = str(packaging_tools / "pipx")
+    run([pipx, "install", "--python", sys.executable, ".[local]"], cwd=clone, env=pipx_env)
+    awaken = tmp_path / "bin" / "awaken-s3"
+    kit = tmp_path / "pipx" / "venvs" / "awaken-s3" / "bin" / "python"
+    where, record = installed_from(kit, tmp_path)
+    assert where.startswith(str(tmp_path / "pipx")), where
+    assert record == {"url": clone.as_uri(), "dir_info": {}}
+
     project = tmp_path / "support-desk"
-    said = run([awaken, "init", str(project), "--provider", "anthropic"], cwd=tmp_path, env=env)
-    assert "wrote 13 files" in said and "PIP_FIND_LINKS" in said
-    run([*pip, "--no-deps", "-e", str(project)], cwd=tmp_path, env=env)
+    said = run(
+        [str(awaken), "init", str(project), "--provider", "anthropic"], cwd=tmp_path, env=env
+    )
+    assert "wrote 13 files" in said and "PIP_FIND_LINKS" not in said
+    requirement = f"awaken-s3[anthropic] @ {clone.as_uri()}"
+    assert f"\n  {requirement}\n" in said
+    assert requirement in (project / "layer" / "requirements.txt").read_text().splitlines()
+
+    # The project's README: a venv, `pip install -e '.[dev]'`, no index for awaken-s3.
+    python = fresh_venv(project / ".venv", suite_packages_less_awaken_s3(tmp_path / "suite"))
+    run([str(python), "-m", "pip", "install", "--quiet", "-e", ".[dev]"], cwd=project, env=env)
+    where, record = installed_from(python, tmp_path)
+    assert where.startswith(str(project / ".venv")), where
+    assert record == {"url": clone.as_uri(), "dir_info": {}}  # built from the clone
 
     # The project's own tests, as its README runs them, offline.
     tests = run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project, env=env)
@@ -105,7 +127,7 @@ def test_init_then_the_project_s_tests_then_awaken_s3_dev_with_a_kill_and_a_resu
         "0",
         "--scripted-delay",
         "0.03",
-        command=[awaken],
+        command=[str(python.with_name("awaken-s3"))],
         cwd=project,
         env={"PYTHONPATH": ""},
     )

@@ -6,10 +6,13 @@ never written over an existing file."""
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
+import sysconfig
 import tomllib
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
@@ -17,6 +20,7 @@ from awaken_s3.dev.cli import project_app
 from tests.infra.cfn import load_template
 
 AWAKEN = str(Path(sys.executable).with_name("awaken-s3"))
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def init(*args: str) -> subprocess.CompletedProcess[str]:
@@ -46,8 +50,16 @@ def test_init_writes_a_project_that_depends_on_awaken_s3_with_the_provider_s_ext
         for line in (project / "layer/requirements.txt").read_text().splitlines()
         if line and not line.startswith("#")
     ]
-    assert requirements == [f"awaken-s3{extra}>=0.1,<0.2"]
-    assert config["project"]["optional-dependencies"]["dev"][0] == "awaken-s3[local]>=0.1,<0.2"
+    # awaken-s3 from where the command that wrote the project was installed: the suite's is
+    # an editable install of this checkout, so the checkout, which pip and sam build install
+    # with no index holding awaken-s3.
+    (installed,) = Path(sysconfig.get_paths()["purelib"]).glob("awaken_s3-*.dist-info")
+    record = json.loads((installed / "direct_url.json").read_text())
+    checkout = record["url"]
+    assert record["dir_info"] == {"editable": True}
+    assert Path(unquote(urlsplit(checkout).path)).resolve() == ROOT
+    assert requirements == [f"awaken-s3{extra} @ {checkout}"]
+    assert config["project"]["optional-dependencies"]["dev"][0] == f"awaken-s3[local] @ {checkout}"
     # `awaken-s3 dev` and the tests find the app without flags.
     assert project_app(project) == "support_desk.agents:app"
     samconfig = tomllib.loads((project / "samconfig.toml").read_text())
@@ -58,9 +70,10 @@ def test_init_writes_a_project_that_depends_on_awaken_s3_with_the_provider_s_ext
         assert f"Model={model}" in overrides  # the stack's own Bedrock default
     else:
         assert f"ApiKeyParameterName=/support-desk/{provider}-api-key" in overrides
-    # The output says how to point the dependency at a wheel or a checkout.
-    assert "PIP_FIND_LINKS" in done.stdout
-    assert f"awaken-s3{extra} @ git+https://" in done.stdout
+    # The output names that requirement, and asks for nothing to be set.
+    assert f"\n  awaken-s3{extra} @ {checkout}\n" in done.stdout
+    assert f"built from the directory {unquote(urlsplit(checkout).path)}" in done.stdout
+    assert "PIP_FIND_LINKS" not in done.stdout
 
 
 def test_the_app_has_one_agent_two_tools_and_three_entry_points_of_two_lines(
