@@ -28,7 +28,7 @@ import pytest
 
 from tests.dev.conftest import DevServer, eventually
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.minutes]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: what a fresh clone holds beside the sources, and is not copied
