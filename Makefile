@@ -13,7 +13,9 @@ STAMP := $(VENV)/.installed-$(notdir $(PYTHON))
 # `minutes`) first: they start on different workers at once instead of one of them being the last
 # thing running while the other workers idle.
 PYTEST_WORKERS ?= auto
-PYTEST := $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
+# More pytest options for unit, slow and suite, e.g. PYTEST_ARGS="--durations=30".
+PYTEST_ARGS ?=
+PYTEST := $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 # The template validators' own venv (.venv-infra/): Python 3.11, on which aws-sam-cli's pins
 # are known to install.
 INFRA_PYTHON ?= $(shell infra/find-python.sh 3.11 || infra/find-python.sh)
