@@ -8,13 +8,19 @@ PYTHON ?= $(shell infra/find-python.sh)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(notdir $(PYTHON))
-# pytest-xdist workers (auto: one per core).
+# pytest-xdist workers (auto: one per core). loadgroup hands each worker one test at a time
+# (a few queued) in collection order, and tests/conftest.py puts the runs of minutes (marked
+# `minutes`) first: they start on different workers at once instead of one of them being the last
+# thing running while the other workers idle.
 PYTEST_WORKERS ?= auto
+# More pytest options for unit, slow and suite, e.g. PYTEST_ARGS="--durations=30".
+PYTEST_ARGS ?=
+PYTEST := $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 # The template validators' own venv (.venv-infra/): Python 3.11, on which aws-sam-cli's pins
 # are known to install.
 INFRA_PYTHON ?= $(shell infra/find-python.sh 3.11 || infra/find-python.sh)
 
-.PHONY: venv demo dev test lint typecheck unit infra build-check bench clean
+.PHONY: venv demo dev test lint typecheck unit slow suite infra build-check bench clean
 
 venv: $(STAMP)
 
@@ -41,8 +47,19 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
+# The suite in two sets that together are every test: `unit`, everything not marked slow (what
+# `make test` runs), and `slow`, the end-to-end runs of real processes and servers (the kill
+# soak, the dev stack, a fresh project, the harness, the service handlers on a moto server).
+# CI runs both. A set that selects no test fails (pytest's exit status 5), as every failure does.
 unit: venv
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS)
+	$(PYTEST) -m "not slow"
+
+slow: venv
+	$(PYTEST) -m slow
+
+# Every test in one run (the two sets share the workers, so it is shorter than both in a row).
+suite: venv
+	$(PYTEST)
 
 # cfn-lint and sam validate --lint of template.yaml and of the template `awaken-s3 init` writes
 # (in .venv-infra/, apart from .venv: aws-sam-cli's boto pins clash with aioboto3's).

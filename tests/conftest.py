@@ -32,6 +32,21 @@ settings.register_profile("awaken", deadline=None)
 settings.load_profile("awaken")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The runs of minutes first, in their order, then every other test in its own.
+
+    pytest-xdist (``--dist loadgroup``, as the Makefile runs it) hands tests out in this order, a
+    few at a time per worker: the long runs start at once on different workers, and the short
+    tests fill the workers around them, so no long run is left running alone at the end. The sort
+    is stable and the same on every worker, so each collects the same list, as xdist requires.
+    """
+    for item in items:
+        if item.get_closest_marker("minutes") and not item.get_closest_marker("slow"):
+            # `make test` deselects slow tests: a run of minutes must never slip into it.
+            raise pytest.UsageError(f"{item.nodeid} is marked minutes but not slow")
+    items.sort(key=lambda item: item.get_closest_marker("minutes") is None)
+
+
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[MotoServer]:
     """moto in a process of its own: what worker processes, handlers and CLIs talk to."""

@@ -80,6 +80,7 @@ def open_console(browser: BrowserContext, server: DevServer) -> Page:
     return page
 
 
+@pytest.mark.minutes
 def test_start_a_run_kill_its_worker_and_watch_it_resume(
     dev_server_factory: Callable[..., DevServer], browser: BrowserContext
 ) -> None:

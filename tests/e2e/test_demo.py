@@ -20,6 +20,7 @@ from awaken_s3.threads.models import Lease, RunSettings, RunState, RunStatus
 
 
 @pytest.mark.slow
+@pytest.mark.minutes
 @pytest.mark.parametrize("log_level", [None, "CRITICAL"], ids=["default", "quiet-caller"])
 def test_demo_kills_a_worker_and_commits_the_whole_turn_once(log_level: str | None) -> None:
     # The story is judged from the stored state and the workers' exits, so a caller whose

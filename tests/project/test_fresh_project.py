@@ -32,7 +32,7 @@ import pytest
 from tests.dev.conftest import DevServer, eventually
 from tests.project.conftest import NOT_SOURCES, ROOT, run, user_env
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.minutes]
 
 
 def suite_packages_less_awaken_s3(where: Path) -> Path:

@@ -91,6 +91,7 @@ async def test_asyncio_workers_with_expiring_leases_fence_the_zombies(
 
 
 @pytest.mark.slow
+@pytest.mark.minutes
 def test_os_processes_race_one_run(race_moto: str, tmp_path: Path) -> None:
     target = asyncio.run(seeded_target(race_moto))
     effects = tmp_path / "effects"

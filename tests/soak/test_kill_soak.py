@@ -202,6 +202,7 @@ def test_a_chain_of_deaths_is_measured_death_by_death() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.minutes
 def test_kill_soak(tmp_path: Path) -> None:
     # A standard queue, then a FIFO one: one after the other, since the soak runs the
     # template's timings 20 times faster and two at once would starve each other's workers
