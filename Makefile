@@ -80,4 +80,5 @@ bench: venv
 	$(BIN)/python benchmarks/live_push.py
 
 clean:
-	rm -rf $(VENV) .venv-* .pytest_cache .mypy_cache .ruff_cache .hypothesis .aws-sam
+	rm -rf $(VENV) .venv-* .pytest_cache .mypy_cache .ruff_cache .hypothesis .aws-sam \
+		clients/typescript/node_modules clients/typescript/dist clients/typescript/dist-test
