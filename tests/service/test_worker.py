@@ -199,8 +199,11 @@ def test_a_record_for_a_run_whose_holder_stopped_renewing_is_kept_until_its_leas
     thread_id = start_run()
 
     async def hold(services: Services) -> RunState:
-        # A worker that died holding a short lease: it never renews or releases.
-        return await services.threads.claim_run(stored("run-1"), worker="dead", lease_seconds=1)
+        # A worker that died holding a short lease: it never renews or releases. Short
+        # against the handler's 60 s (a third of it left means a holder that missed its
+        # renewals), long enough that a loaded machine cannot let it run out before the
+        # handler looks (moto's SQS keeps wall-clock time, so this test cannot fake it).
+        return await services.threads.claim_run(stored("run-1"), worker="dead", lease_seconds=8)
 
     aws.run(hold)
     handler = make_handler(provider_factory=fast_model)
