@@ -28,6 +28,7 @@ from awaken_s3.models import (
     encode_checkpoint,
 )
 from awaken_s3.stores import s3_protocol as proto
+from awaken_s3.stores.listing import merge_bounded
 from awaken_s3.stores.s3_protocol import Action
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ DEFAULT_PREFIX: Final = "checkpoints/"
 DEFAULT_CONFLICT_RETRIES: Final = 5
 DEFAULT_CONFLICT_BACKOFF: Final = 0.05
 DEFAULT_CONFLICT_BACKOFF_CAP: Final = 1.0
+#: shard listings in flight at once (see list_run_ids; benchmarks/checkpoint_listing.py)
+DEFAULT_LIST_CONCURRENCY: Final = 16
 
 # Failures below the S3 protocol: connection refused, resets, timeouts, bodies
 # cut short. ClientError (an S3 error answer) is handled separately.
@@ -44,7 +47,9 @@ _TRANSPORT_ERRORS: Final = (BotoCoreError, aiohttp.ClientError, OSError, asyncio
 
 
 class S3StreamCheckpointStore:
-    """One JSON object per run at ``<prefix><run_id>.json``.
+    """One JSON object per run at ``<prefix><shard>/<run_id>.json`` (the shard: two hex
+    digits of sha256(run_id); a checkpoint an older build left at ``<prefix><run_id>.json``
+    is read, written and deleted where it is, see :mod:`awaken_s3.stores.s3_protocol`).
 
     Create is ``If-None-Match: *``, replace and delete are ``If-Match: <etag>``;
     the version token is the object's ETag exactly as S3 returns it.
@@ -69,6 +74,7 @@ class S3StreamCheckpointStore:
         conflict_retries: int = DEFAULT_CONFLICT_RETRIES,
         conflict_backoff: float = DEFAULT_CONFLICT_BACKOFF,
         conflict_backoff_cap: float = DEFAULT_CONFLICT_BACKOFF_CAP,
+        list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if not bucket:
@@ -77,6 +83,9 @@ class S3StreamCheckpointStore:
             raise ValueError("pass either a client or a session/client_config, not both")
         if conflict_retries < 0:
             raise ValueError("conflict_retries must be >= 0")
+        if list_concurrency < 1:
+            raise ValueError("list_concurrency must be >= 1")
+        self.list_concurrency = list_concurrency
         self.bucket = bucket
         self.prefix = prefix
         self.kms_key_id = kms_key_id
@@ -94,14 +103,27 @@ class S3StreamCheckpointStore:
         self._closed = False
 
     def key_for(self, run_id: str) -> str:
+        """The run's checkpoint key in the sharded layout (where every new one is created)."""
         return proto.object_key(self.prefix, run_id)
 
+    def key_at(self, run_id: str, version: str) -> str:
+        """The key the checkpoint read at ``version`` lives at (sharded or legacy)."""
+        return proto.write_target(self.prefix, run_id, version).key
+
     async def get(self, run_id: str) -> StoredCheckpoint | None:
-        key = self.key_for(run_id)
+        """The sharded object, else the legacy one an older build wrote (two GETs only when
+        the sharded key is absent)."""
+        found = await self._read(run_id, proto.Target(self.key_for(run_id), None, legacy=False))
+        if found is None:
+            legacy = proto.Target(proto.legacy_key(self.prefix, run_id), None, legacy=True)
+            found = await self._read(run_id, legacy)
+        return found
+
+    async def _read(self, run_id: str, target: proto.Target) -> StoredCheckpoint | None:
         client = await self._get_client()
         try:
-            response = await client.get_object(Bucket=self.bucket, Key=key)
-            version = response["ETag"]
+            response = await client.get_object(Bucket=self.bucket, Key=target.key)
+            version = proto.tag_version(target, response["ETag"])
             length = response.get("ContentLength")
             async with response["Body"] as stream:
                 # Refuse a runaway object before buffering it.
@@ -125,14 +147,14 @@ class S3StreamCheckpointStore:
         return StoredCheckpoint(checkpoint=checkpoint, version=version)
 
     async def put(self, checkpoint: StreamCheckpoint, *, expected_version: str | None) -> str:
-        key = self.key_for(checkpoint.run_id)
         run_id = checkpoint.run_id
+        target = proto.write_target(self.prefix, run_id, expected_version)
         body = encode_checkpoint(checkpoint, max_bytes=self.max_bytes)
         params = proto.put_params(
             bucket=self.bucket,
-            key=key,
+            key=target.key,
             body=body,
-            expected_version=expected_version,
+            expected_version=target.etag,
             kms_key_id=self.kms_key_id,
         )
         client = await self._get_client()
@@ -141,12 +163,12 @@ class S3StreamCheckpointStore:
             try:
                 response = await client.put_object(**params)
             except ClientError as exc:
-                action = proto.put_action(exc.response, replacing=expected_version is not None)
+                action = proto.put_action(exc.response, replacing=target.etag is not None)
                 if action is Action.FENCED:
                     if proto.was_retried(exc.response):
-                        landed = await self._own_write_version(run_id, key, body)
+                        landed = await self._own_write_version(run_id, target.key, body)
                         if landed is not None:
-                            return landed
+                            return proto.tag_version(target, landed)
                     raise self._fenced(run_id, expected_version) from exc
                 if action is Action.RETRY and attempt < self.conflict_retries:
                     await self._sleep(self._delay(attempt))
@@ -155,11 +177,20 @@ class S3StreamCheckpointStore:
                 raise self._failure("put", run_id, exc, attempts=attempt + 1) from exc
             except _TRANSPORT_ERRORS as exc:
                 raise self._failure("put", run_id, exc) from exc
-            return response["ETag"]
+            return proto.tag_version(target, response["ETag"])
 
     async def delete(self, run_id: str, *, expected_version: str | None = None) -> None:
-        key = self.key_for(run_id)
-        params = proto.delete_params(bucket=self.bucket, key=key, expected_version=expected_version)
+        """Conditional on ``expected_version`` at the key it was read from; see
+        :func:`~awaken_s3.stores.s3_protocol.delete_targets` for the legacy object."""
+        for target in proto.delete_targets(self.prefix, run_id, expected_version):
+            await self._delete_one(run_id, target, expected_version)
+
+    async def _delete_one(
+        self, run_id: str, target: proto.Target, expected_version: str | None
+    ) -> None:
+        params = proto.delete_params(
+            bucket=self.bucket, key=target.key, expected_version=target.etag
+        )
         client = await self._get_client()
         attempt = 0
         while True:
@@ -167,9 +198,9 @@ class S3StreamCheckpointStore:
                 await client.delete_object(**params)
                 return
             except ClientError as exc:
-                action = proto.delete_action(exc.response, conditional=expected_version is not None)
+                action = proto.delete_action(exc.response, conditional=target.etag is not None)
                 if action is Action.PROBE:
-                    action = proto.probe_action(exists=await self._exists(run_id, key))
+                    action = proto.probe_action(exists=await self._exists(run_id, target.key))
                 if action is Action.ABSENT:
                     return
                 if action is Action.FENCED:
@@ -183,29 +214,53 @@ class S3StreamCheckpointStore:
                 raise self._failure("delete", run_id, exc) from exc
 
     async def list_run_ids(self, *, modified_before: datetime | None = None) -> AsyncIterator[str]:
-        """Run ids with a checkpoint under the prefix (paginated ``ListObjectsV2``); with
+        """Run ids with a checkpoint under the prefix, in either layout, each once; with
         ``modified_before``, only objects last written before then (the listing carries
-        ``LastModified``, so nothing more is read to filter)."""
+        ``LastModified``, so nothing more is read to filter).
+
+        With ``list_concurrency`` above 1 the 256 shards are listed side by side (at most
+        that many paginated ``ListObjectsV2`` at once) beside one delimited listing of the
+        legacy keys; with 1, one paginated listing of the whole prefix finds both layouts.
+        """
+        seen: set[str] = set()
+        try:
+            async for key, written in self._listed_keys():
+                if modified_before is not None and written >= modified_before:
+                    continue
+                run_id = proto.run_id_from_key(self.prefix, key)
+                if run_id is not None and run_id not in seen:
+                    seen.add(run_id)
+                    yield run_id
+        except ClientError as exc:
+            raise self._list_failure(proto.describe(exc.response)) from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise self._list_failure(type(exc).__name__) from exc
+
+    def _listed_keys(self) -> AsyncIterator[tuple[str, datetime]]:
+        if self.list_concurrency <= 1:
+            return self._list_pages(self.prefix, delimiter=None)
+        listings = [self._list_pages(self.prefix, delimiter="/")]
+        listings += [self._list_pages(p, delimiter=None) for p in proto.shard_prefixes(self.prefix)]
+        return merge_bounded(listings, self.list_concurrency)
+
+    async def _list_pages(
+        self, prefix: str, *, delimiter: str | None
+    ) -> AsyncIterator[tuple[str, datetime]]:
         client = await self._get_client()
         paginator = client.get_paginator("list_objects_v2")
-        try:
-            async for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix):
-                for item in page.get("Contents", ()):
-                    if modified_before is not None and item["LastModified"] >= modified_before:
-                        continue
-                    run_id = proto.run_id_from_key(self.prefix, item["Key"])
-                    if run_id is not None:
-                        yield run_id
-        except ClientError as exc:
-            raise StreamCheckpointError(
-                f"S3 list of checkpoints in s3://{self.bucket}/{self.prefix} failed: "
-                f"{proto.describe(exc.response)}"
-            ) from exc
-        except _TRANSPORT_ERRORS as exc:
-            raise StreamCheckpointError(
-                f"S3 list of checkpoints in s3://{self.bucket}/{self.prefix} failed: "
-                f"{type(exc).__name__}"
-            ) from exc
+        pages = (
+            paginator.paginate(Bucket=self.bucket, Prefix=prefix, Delimiter=delimiter)
+            if delimiter is not None
+            else paginator.paginate(Bucket=self.bucket, Prefix=prefix)
+        )
+        async for page in pages:
+            for item in page.get("Contents", ()):
+                yield item["Key"], item["LastModified"]
+
+    def _list_failure(self, detail: str) -> StreamCheckpointError:
+        return StreamCheckpointError(
+            f"S3 list of checkpoints in s3://{self.bucket}/{self.prefix} failed: {detail}"
+        )
 
     async def close(self) -> None:
         """Close the client the store created; a client passed in stays open."""

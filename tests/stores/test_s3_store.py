@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -118,10 +119,11 @@ async def test_object_layout_key_and_content_type(moto_client: Any, bucket: str)
     store = S3StreamCheckpointStore(bucket, prefix="ckpt/v1/", client=moto_client)
     checkpoint = make_checkpoint("run-42")
     version = await store.put(checkpoint, expected_version=None)
-    head = await moto_client.head_object(Bucket=bucket, Key="ckpt/v1/run-42.json")
+    key = f"ckpt/v1/{hashlib.sha256(b'run-42').hexdigest()[:2]}/run-42.json"
+    head = await moto_client.head_object(Bucket=bucket, Key=key)
     assert head["ContentType"] == "application/json"
     assert head["ETag"] == version
-    obj = await moto_client.get_object(Bucket=bucket, Key="ckpt/v1/run-42.json")
+    obj = await moto_client.get_object(Bucket=bucket, Key=key)
     assert await obj["Body"].read() == encode_checkpoint(checkpoint)
 
 
@@ -129,7 +131,9 @@ async def test_default_prefix_is_checkpoints(moto_client: Any, bucket: str) -> N
     store = S3StreamCheckpointStore(bucket, client=moto_client)
     await store.put(make_checkpoint("run-9"), expected_version=None)
     listing = await moto_client.list_objects_v2(Bucket=bucket)
-    assert [item["Key"] for item in listing["Contents"]] == ["checkpoints/run-9.json"]
+    assert [item["Key"] for item in listing["Contents"]] == [
+        f"checkpoints/{hashlib.sha256(b'run-9').hexdigest()[:2]}/run-9.json"
+    ]
 
 
 async def test_sse_kms_key_is_applied_to_every_write(moto_client: Any, bucket: str) -> None:
