@@ -12,7 +12,7 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import aioboto3
 import aiohttp
@@ -40,6 +40,8 @@ DEFAULT_CONFLICT_BACKOFF: Final = 0.05
 DEFAULT_CONFLICT_BACKOFF_CAP: Final = 1.0
 #: shard listings in flight at once (see list_run_ids; benchmarks/checkpoint_listing.py)
 DEFAULT_LIST_CONCURRENCY: Final = 16
+#: keys per listing page: S3's maximum (smaller only to test pagination on a few keys)
+DEFAULT_LIST_PAGE_SIZE: Final = 1000
 
 # Failures below the S3 protocol: connection refused, resets, timeouts, bodies
 # cut short. ClientError (an S3 error answer) is handled separately.
@@ -75,6 +77,7 @@ class S3StreamCheckpointStore:
         conflict_backoff: float = DEFAULT_CONFLICT_BACKOFF,
         conflict_backoff_cap: float = DEFAULT_CONFLICT_BACKOFF_CAP,
         list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
+        list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if not bucket:
@@ -85,6 +88,9 @@ class S3StreamCheckpointStore:
             raise ValueError("conflict_retries must be >= 0")
         if list_concurrency < 1:
             raise ValueError("list_concurrency must be >= 1")
+        if not 1 <= list_page_size <= DEFAULT_LIST_PAGE_SIZE:
+            raise ValueError(f"list_page_size must be within 1..{DEFAULT_LIST_PAGE_SIZE}")
+        self.list_page_size = list_page_size
         self.list_concurrency = list_concurrency
         self.bucket = bucket
         self.prefix = prefix
@@ -218,9 +224,11 @@ class S3StreamCheckpointStore:
         ``modified_before``, only objects last written before then (the listing carries
         ``LastModified``, so nothing more is read to filter).
 
-        With ``list_concurrency`` above 1 the 256 shards are listed side by side (at most
-        that many paginated ``ListObjectsV2`` at once) beside one delimited listing of the
-        legacy keys; with 1, one paginated listing of the whole prefix finds both layouts.
+        The first page of a flat listing of the whole prefix finds both layouts; when there
+        is more, with ``list_concurrency`` above 1 the 256 shards are listed side by side (at
+        most that many paginated ``ListObjectsV2`` at once) beside one delimited listing of
+        the legacy keys, and with 1 the flat listing goes on page by page. A run found twice
+        (the first page, then its shard; or both layouts) is named once.
         """
         seen: set[str] = set()
         try:
@@ -236,24 +244,42 @@ class S3StreamCheckpointStore:
         except _TRANSPORT_ERRORS as exc:
             raise self._list_failure(type(exc).__name__) from exc
 
-    def _listed_keys(self) -> AsyncIterator[tuple[str, datetime]]:
+    async def _listed_keys(self) -> AsyncIterator[tuple[str, datetime]]:
+        # One page first: a bucket that fits in it (every small deployment, every sweep of
+        # one) costs one request, not 257. Past it, the shards are listed side by side.
+        client = await self._get_client()
+        first = await client.list_objects_v2(
+            Bucket=self.bucket, Prefix=self.prefix, MaxKeys=self.list_page_size
+        )
+        for item in first.get("Contents", ()):
+            yield item["Key"], item["LastModified"]
+        if not first.get("IsTruncated"):
+            return
         if self.list_concurrency <= 1:
-            return self._list_pages(self.prefix, delimiter=None)
+            token = first["NextContinuationToken"]
+            async for entry in self._list_pages(self.prefix, delimiter=None, after=token):
+                yield entry
+            return
         listings = [self._list_pages(self.prefix, delimiter="/")]
         listings += [self._list_pages(p, delimiter=None) for p in proto.shard_prefixes(self.prefix)]
-        return merge_bounded(listings, self.list_concurrency)
+        async for entry in merge_bounded(listings, self.list_concurrency):
+            yield entry
 
     async def _list_pages(
-        self, prefix: str, *, delimiter: str | None
+        self, prefix: str, *, delimiter: str | None, after: str | None = None
     ) -> AsyncIterator[tuple[str, datetime]]:
         client = await self._get_client()
         paginator = client.get_paginator("list_objects_v2")
-        pages = (
-            paginator.paginate(Bucket=self.bucket, Prefix=prefix, Delimiter=delimiter)
-            if delimiter is not None
-            else paginator.paginate(Bucket=self.bucket, Prefix=prefix)
-        )
-        async for page in pages:
+        options: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Prefix": prefix,
+            "PaginationConfig": {"PageSize": self.list_page_size},
+        }
+        if delimiter is not None:
+            options["Delimiter"] = delimiter
+        if after is not None:
+            options["ContinuationToken"] = after
+        async for page in paginator.paginate(**options):
             for item in page.get("Contents", ()):
                 yield item["Key"], item["LastModified"]
 

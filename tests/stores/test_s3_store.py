@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,6 +19,7 @@ from awaken_s3.errors import (
 )
 from awaken_s3.local.ports import free_port
 from awaken_s3.models import encode_checkpoint
+from awaken_s3.stores import s3_protocol as proto
 from awaken_s3.stores.s3 import S3StreamCheckpointStore
 from tests.fixtures.aws import fresh_name, s3_client, threaded_moto
 from tests.stores.conftest import Backend, make_checkpoint
@@ -231,3 +233,24 @@ def test_constructor_refuses_ambiguous_or_nonsense_settings() -> None:
         S3StreamCheckpointStore("")
     with pytest.raises(ValueError):
         S3StreamCheckpointStore("b", conflict_retries=-1)
+
+
+@pytest.mark.parametrize("concurrency", [1, 16])
+async def test_a_listing_past_one_page_names_every_run_once(
+    moto_client: Any, bucket: str, concurrency: int
+) -> None:
+    # Past one page (1,000 keys; 7 here) the first page is not the whole listing: the rest
+    # comes page by page (concurrency 1) or shard by shard, and no run is named twice.
+    store = S3StreamCheckpointStore(
+        bucket, client=moto_client, list_concurrency=concurrency, list_page_size=7
+    )
+    run_ids = [f"run-{n:04d}" for n in range(60)]
+
+    async def plant(index: int, run_id: str) -> None:
+        flat = index % 10 == 0  # some in the layout of the build before the shards
+        key = proto.legacy_key(store.prefix, run_id) if flat else store.key_for(run_id)
+        await moto_client.put_object(Bucket=bucket, Key=key, Body=b"{}")
+
+    await asyncio.gather(*(plant(i, r) for i, r in enumerate(run_ids)))
+    listed = [run_id async for run_id in store.list_run_ids()]
+    assert len(listed) == len(run_ids) and set(listed) == set(run_ids)
