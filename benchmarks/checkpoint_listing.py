@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 import aioboto3
-from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.s3.models import s3_backends
 from moto.server import ThreadedMotoServer
 
@@ -83,7 +83,8 @@ def main() -> None:
         asyncio.run(create_bucket(endpoint))
         started = time.perf_counter()
         fill(args.keys, args.legacy)
-        print(f"filled {args.keys} keys ({args.legacy} legacy) in {time.perf_counter() - started:.1f} s")
+        took = time.perf_counter() - started
+        print(f"filled {args.keys} keys ({args.legacy} legacy) in {took:.1f} s")
         for concurrency in args.concurrency:
             times = asyncio.run(time_listing(endpoint, concurrency, args.repeat, args.keys))
             how = "flat listing" if concurrency == 1 else f"256 shards, {concurrency} at once"
