@@ -190,6 +190,17 @@ class S3StreamCheckpointStore:
         :func:`~awaken_s3.stores.s3_protocol.delete_targets` for the legacy object."""
         for target in proto.delete_targets(self.prefix, run_id, expected_version):
             await self._delete_one(run_id, target, expected_version)
+        leftover = proto.legacy_leftover(self.prefix, run_id, expected_version)
+        if leftover is not None:
+            await self._clear_leftover(run_id, leftover)
+
+    async def _clear_leftover(self, run_id: str, key: str) -> None:
+        etag = await self._etag(run_id, key)
+        if etag is None:
+            return
+        target = proto.Target(key, etag, legacy=True)
+        with contextlib.suppress(CheckpointFenced):  # rewritten since the HEAD: the sweeper's
+            await self._delete_one(run_id, target, proto.legacy_version(etag))
 
     async def _delete_one(
         self, run_id: str, target: proto.Target, expected_version: str | None
@@ -329,16 +340,20 @@ class S3StreamCheckpointStore:
             return self._client
 
     async def _exists(self, run_id: str, key: str) -> bool:
+        return await self._etag(run_id, key) is not None
+
+    async def _etag(self, run_id: str, key: str) -> str | None:
+        """The object's ETag from a HEAD; None when it is absent."""
         client = await self._get_client()
         try:
-            await client.head_object(Bucket=self.bucket, Key=key)
+            response = await client.head_object(Bucket=self.bucket, Key=key)
         except ClientError as exc:
             if proto.head_action(exc.response) is Action.ABSENT:
-                return False
+                return None
             raise self._failure("delete", run_id, exc) from exc
         except _TRANSPORT_ERRORS as exc:
             raise self._failure("delete", run_id, exc) from exc
-        return True
+        return str(response["ETag"])
 
     async def _own_write_version(self, run_id: str, key: str, body: bytes) -> str | None:
         """The ETag of the stored object if it holds exactly ``body``, else None.

@@ -247,19 +247,32 @@ def write_target(prefix: str, run_id: str, expected_version: str | None) -> Targ
 
 
 def delete_targets(prefix: str, run_id: str, expected_version: str | None) -> list[Target]:
-    """The deletes that remove a run's checkpoint, in order: the first is conditional on
-    ``expected_version`` (when given); the others are unconditional, and only run after it.
+    """The deletes that remove a run's checkpoint, in order. Conditional on
+    ``expected_version`` at the key it was read from; without a version, both layouts go
+    unconditionally (no deployed caller does that: the bucket policy refuses it).
 
-    A delete at a sharded version also removes the legacy object: one beside a sharded
-    checkpoint is always older (a turn's leftover whose delete was lost, or an older build's
-    zombie that created it after the run moved on), and the caller has just proved it holds
-    the run's current checkpoint. A delete at a legacy version touches only the legacy key: a
-    sharded object created since belongs to a newer turn or owner.
+    A delete at a legacy version touches only the legacy key: a sharded object created since
+    belongs to a newer turn or owner. After a delete at a sharded version, see
+    :func:`legacy_leftover`.
     """
     first = write_target(prefix, run_id, expected_version)
-    if first.legacy:
-        return [first]
-    return [first, Target(legacy_key(prefix, run_id), None, legacy=True)]
+    if expected_version is None:
+        return [first, Target(legacy_key(prefix, run_id), None, legacy=True)]
+    return [first]
+
+
+def legacy_leftover(prefix: str, run_id: str, expected_version: str | None) -> str | None:
+    """The legacy key to clear after a conditional delete of the sharded checkpoint, at the
+    ETag a HEAD finds there (the bucket policy refuses a delete without ``If-Match``).
+
+    A legacy object beside a sharded checkpoint is always older (the leftover of a turn whose
+    delete was lost, or of an older build's zombie that created it after the run moved on),
+    and the caller has just proved it held the run's current checkpoint. If it is rewritten
+    between the HEAD and the delete, it stays for the sweeper, which lists both layouts.
+    """
+    if expected_version is None or is_legacy_version(expected_version):
+        return None
+    return legacy_key(prefix, run_id)
 
 
 def tag_version(target: Target, etag: str) -> str:

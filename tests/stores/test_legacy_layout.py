@@ -100,7 +100,20 @@ async def test_the_sharded_checkpoint_wins_and_its_delete_removes_both(
     version = await store.put(current, expected_version=None)
     stored = await store.get("run-1")
     assert stored is not None and (stored.checkpoint, stored.version) == (current, version)
+    deletes: list[dict[str, Any]] = []
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        deletes.append(dict(params))
+
+    s3_backend.client.meta.events.register("before-parameter-build.s3.DeleteObject", record)
     await store.delete("run-1", expected_version=version)
+    s3_backend.client.meta.events.unregister("before-parameter-build.s3.DeleteObject", record)
+    # The bucket policy refuses a delete without If-Match: the leftover goes at its own ETag.
+    assert [d["Key"] for d in deletes] == [
+        store.key_for("run-1"),
+        proto.legacy_key(store.prefix, "run-1"),
+    ]
+    assert all(d.get("IfMatch") not in (None, "*") for d in deletes)
     # The older object must not come back as the run's checkpoint once the newer one is gone.
     assert await store.get("run-1") is None
     assert not await _exists(s3_backend, proto.legacy_key(store.prefix, "run-1"))

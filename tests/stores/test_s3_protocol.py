@@ -164,15 +164,18 @@ def test_a_legacy_version_goes_back_to_the_legacy_key() -> None:
     assert (created.key, created.etag, created.legacy) == (sharded.key, None, False)
 
 
-def test_deleting_a_sharded_checkpoint_also_removes_the_legacy_one_after_it() -> None:
+def test_deleting_a_sharded_checkpoint_clears_the_legacy_one_after_it() -> None:
+    sharded = proto.object_key("checkpoints/", "run-7")
     targets = proto.delete_targets("checkpoints/", "run-7", '"e1"')
-    assert [(t.key, t.etag) for t in targets] == [
-        (proto.object_key("checkpoints/", "run-7"), '"e1"'),
-        ("checkpoints/run-7.json", None),
-    ]
+    assert [(t.key, t.etag) for t in targets] == [(sharded, '"e1"')]
+    assert proto.legacy_leftover("checkpoints/", "run-7", '"e1"') == "checkpoints/run-7.json"
     # A delete at a legacy version never touches a sharded object created since.
-    legacy = proto.delete_targets("checkpoints/", "run-7", proto.legacy_version('"e1"'))
+    legacy_version = proto.legacy_version('"e1"')
+    legacy = proto.delete_targets("checkpoints/", "run-7", legacy_version)
     assert [(t.key, t.etag) for t in legacy] == [("checkpoints/run-7.json", '"e1"')]
+    assert proto.legacy_leftover("checkpoints/", "run-7", legacy_version) is None
+    blind = proto.delete_targets("checkpoints/", "run-7", None)
+    assert [(t.key, t.etag) for t in blind] == [(sharded, None), ("checkpoints/run-7.json", None)]
 
 
 @pytest.mark.parametrize("bad", ["../x", "a/b", "", "x" * 129, "a.b"])
