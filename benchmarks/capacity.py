@@ -234,7 +234,7 @@ def model(load: Load, put_unwatched: float, put_followed: float) -> list[Row]:
             SQS_FIFO_HIGH_THROUGHPUT_TPS,
             "high throughput, <=70,000/s",
             "Service Quotas: SQS (Region)",
-            "service/worker.py, lease.py",
+            "service/visibility.py, lease.py",
         ),
         Row(
             "Lambda concurrent workers",
