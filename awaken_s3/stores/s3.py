@@ -40,6 +40,9 @@ DEFAULT_CONFLICT_BACKOFF: Final = 0.05
 DEFAULT_CONFLICT_BACKOFF_CAP: Final = 1.0
 #: shard listings in flight at once (see list_run_ids; benchmarks/checkpoint_listing.py)
 DEFAULT_LIST_CONCURRENCY: Final = 16
+#: flat listing pages read before the shards are listed side by side: 4,000 keys at most
+#: cost 4 requests; past that, 258 requests in about 17 round trips beat one trip per page
+FLAT_PAGES_BEFORE_SHARDS: Final = 4
 #: keys per listing page: S3's maximum (smaller only to test pagination on a few keys)
 DEFAULT_LIST_PAGE_SIZE: Final = 1000
 
@@ -235,11 +238,12 @@ class S3StreamCheckpointStore:
         ``modified_before``, only objects last written before then (the listing carries
         ``LastModified``, so nothing more is read to filter).
 
-        The first page of a flat listing of the whole prefix finds both layouts; when there
-        is more, with ``list_concurrency`` above 1 the 256 shards are listed side by side (at
-        most that many paginated ``ListObjectsV2`` at once) beside one delimited listing of
-        the legacy keys, and with 1 the flat listing goes on page by page. A run found twice
-        (the first page, then its shard; or both layouts) is named once.
+        The first pages (:data:`FLAT_PAGES_BEFORE_SHARDS`) of a flat listing of the whole
+        prefix find both layouts; when there is more, with ``list_concurrency`` above 1 the
+        256 shards are listed side by side (at most that many paginated ``ListObjectsV2`` at
+        once) beside one delimited listing of the legacy keys, and with 1 the flat listing
+        goes on page by page. A run found twice (in the first pages, then in its shard; or in
+        both layouts) is named once.
         """
         seen: set[str] = set()
         try:
@@ -256,18 +260,22 @@ class S3StreamCheckpointStore:
             raise self._list_failure(type(exc).__name__) from exc
 
     async def _listed_keys(self) -> AsyncIterator[tuple[str, datetime]]:
-        # One page first: a bucket that fits in it (every small deployment, every sweep of
-        # one) costs one request, not 257. Past it, the shards are listed side by side.
+        # Flat pages first: a bucket that fits in a few (every small deployment, most sweeps)
+        # costs that few requests, not 258. Past them, the shards are listed side by side:
+        # 258 requests, but about 258 / list_concurrency round trips instead of one per page.
         client = await self._get_client()
-        first = await client.list_objects_v2(
-            Bucket=self.bucket, Prefix=self.prefix, MaxKeys=self.list_page_size
-        )
-        for item in first.get("Contents", ()):
-            yield item["Key"], item["LastModified"]
-        if not first.get("IsTruncated"):
-            return
+        token: str | None = None
+        for _ in range(FLAT_PAGES_BEFORE_SHARDS):
+            options: dict[str, Any] = {"ContinuationToken": token} if token else {}
+            page = await client.list_objects_v2(
+                Bucket=self.bucket, Prefix=self.prefix, MaxKeys=self.list_page_size, **options
+            )
+            for item in page.get("Contents", ()):
+                yield item["Key"], item["LastModified"]
+            if not page.get("IsTruncated"):
+                return
+            token = page["NextContinuationToken"]
         if self.list_concurrency <= 1:
-            token = first["NextContinuationToken"]
             async for entry in self._list_pages(self.prefix, delimiter=None, after=token):
                 yield entry
             return

@@ -239,8 +239,8 @@ def test_constructor_refuses_ambiguous_or_nonsense_settings() -> None:
 async def test_a_listing_past_one_page_names_every_run_once(
     moto_client: Any, bucket: str, concurrency: int
 ) -> None:
-    # Past one page (1,000 keys; 7 here) the first page is not the whole listing: the rest
-    # comes page by page (concurrency 1) or shard by shard, and no run is named twice.
+    # Past the first flat pages (4 of 1,000 keys; of 7 here) the rest comes page by page
+    # (concurrency 1) or shard by shard, and no run is named twice.
     store = S3StreamCheckpointStore(
         bucket, client=moto_client, list_concurrency=concurrency, list_page_size=7
     )
