@@ -172,7 +172,7 @@ def backoff_delay(attempt: int, *, base: float, cap: float, jitter: float) -> fl
 #: listing cost more requests.
 SHARD_HEX_DIGITS: Final = 2
 #: marks a version read from a checkpoint's legacy (flat, pre-shard) key, so that a put or
-#: delete with it goes back to that key; the rest of the token is the object's ETag
+#: delete with it goes back to that key (see :func:`legacy_version`)
 LEGACY_VERSION_TAG: Final = "legacy:"
 
 
@@ -218,12 +218,23 @@ def run_id_from_key(prefix: str, key: str) -> str | None:
 
 
 def is_legacy_version(version: str) -> bool:
-    return version.startswith(LEGACY_VERSION_TAG)
+    return version.removeprefix('"').startswith(LEGACY_VERSION_TAG)
 
 
 def legacy_version(etag: str) -> str:
-    """The version token of an object read at the legacy key."""
+    """The version token of an object read at the legacy key: the ETag with the tag inside
+    its quotes (``"legacy:<hex>"``), so that it still reads as one quoted token wherever a
+    version is shown or hashed. An S3 ETag is hex digits (and a dash), never the tag."""
+    if etag.startswith('"'):
+        return f'"{LEGACY_VERSION_TAG}{etag[1:]}'
     return f"{LEGACY_VERSION_TAG}{etag}"
+
+
+def etag_of(version: str) -> str:
+    """The ETag a version token stands for (a legacy one without its tag)."""
+    if version.startswith(f'"{LEGACY_VERSION_TAG}'):
+        return '"' + version[len(LEGACY_VERSION_TAG) + 1 :]
+    return version.removeprefix(LEGACY_VERSION_TAG)
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,8 +252,7 @@ def write_target(prefix: str, run_id: str, expected_version: str | None) -> Targ
     writer of the same run is fenced on) until it is deleted at the end of its turn; every
     new checkpoint is created at the sharded key."""
     if expected_version is not None and is_legacy_version(expected_version):
-        etag = expected_version[len(LEGACY_VERSION_TAG) :]
-        return Target(legacy_key(prefix, run_id), etag, legacy=True)
+        return Target(legacy_key(prefix, run_id), etag_of(expected_version), legacy=True)
     return Target(object_key(prefix, run_id), expected_version, legacy=False)
 
 

@@ -160,6 +160,11 @@ def test_a_legacy_version_goes_back_to_the_legacy_key() -> None:
     sharded = proto.write_target("checkpoints/", "run-7", '"e1"')
     assert (sharded.key, sharded.etag) == (proto.object_key("checkpoints/", "run-7"), '"e1"')
     assert proto.tag_version(sharded, '"e2"') == '"e2"'
+    # The tag sits inside the quotes: shown or hashed, the version is still one quoted token.
+    assert proto.legacy_version('"e1"') == '"legacy:e1"'
+    assert proto.etag_of(proto.legacy_version('"e1"')) == '"e1"'
+    assert proto.etag_of(proto.legacy_version("e1")) == "e1"
+    assert not proto.is_legacy_version('"0123abcd-2"')
     created = proto.write_target("checkpoints/", "run-7", None)
     assert (created.key, created.etag, created.legacy) == (sharded.key, None, False)
 
