@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -34,7 +34,7 @@ class _Item(Generic[_T]):
     value: _T
 
 
-async def merge_bounded(listings: list[AsyncIterator[_T]], limit: int) -> AsyncIterator[_T]:
+async def merge_bounded(listings: list[AsyncIterator[_T]], limit: int) -> AsyncGenerator[_T, None]:
     """Every item of every listing, in no promised order, walking at most ``limit`` listings
     at once. The first error of any listing is raised to the reader and stops the rest;
     closing the reader early stops them too."""
