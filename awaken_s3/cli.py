@@ -226,7 +226,7 @@ async def _show(
         case Absent():
             print(f"no checkpoint for run {run_id}", file=sys.stderr)
             return 1
-    where = f"s3://{store.bucket}/{store.key_for(run_id)}"
+    where = f"s3://{store.bucket}/{store.key_at(run_id, stored.version)}"
     if as_json:
         plan = plan_recovery(stored.checkpoint)
         document = {

@@ -13,6 +13,7 @@ newer worker may. Once the run has ended it is stale whatever wrote it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 from collections.abc import AsyncIterator, Iterable
@@ -66,18 +67,54 @@ class Verdict:
     newer_schema: int | None = None
 
 
+#: checkpoints judged at once by a survey: each verdict is two reads (the object, the run),
+#: so 100,000 checkpoints judged one by one would take the sum of 200,000 round trips
+SURVEY_CONCURRENCY = 32
+
+
 async def survey(
     checkpoints: ListableCheckpointStore,
     threads: RunStore,
     *,
     now: datetime,
     max_age: timedelta | None = None,
+    concurrency: int = SURVEY_CONCURRENCY,
 ) -> AsyncIterator[Verdict]:
-    """A verdict for every checkpoint in the store."""
+    """A verdict for every checkpoint in the store, judging up to ``concurrency`` at once
+    (in the listing's order within each batch; the listing promises no order)."""
+    if concurrency < 1:
+        raise ValueError("concurrency must be >= 1")
+    batch: list[str] = []
     async for run_id in checkpoints.list_run_ids():
-        verdict = await judge_checkpoint(checkpoints, threads, run_id, now=now, max_age=max_age)
+        batch.append(run_id)
+        if len(batch) == concurrency:
+            for verdict in await _judge_all(checkpoints, threads, batch, now, max_age):
+                yield verdict
+            batch = []
+    for verdict in await _judge_all(checkpoints, threads, batch, now, max_age):
+        yield verdict
+
+
+async def _judge_all(
+    checkpoints: StreamCheckpointStore,
+    threads: RunStore,
+    run_ids: list[str],
+    now: datetime,
+    max_age: timedelta | None,
+) -> list[Verdict]:
+    judged = await asyncio.gather(
+        *(judge_checkpoint(checkpoints, threads, r, now=now, max_age=max_age) for r in run_ids),
+        return_exceptions=True,
+    )
+    verdicts = []
+    for verdict in judged:
+        # Every read has ended by now; the first failure is raised as itself, as a survey
+        # judging one at a time would have raised it.
+        if isinstance(verdict, BaseException):
+            raise verdict
         if verdict is not None:
-            yield verdict
+            verdicts.append(verdict)
+    return verdicts
 
 
 async def judge_checkpoint(

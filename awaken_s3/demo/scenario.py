@@ -226,9 +226,10 @@ async def _kill_mid_stream(aws: _Aws, source: SqsEventSource, say: Print) -> Str
                 after = await store.get(RUN_ID)
                 assert after is not None
                 cp = after.checkpoint
+                where = store.key_at(RUN_ID, after.version)
                 say(
                     f"  SIGKILLed worker A (pid {pid}) mid-stream; its checkpoint survives:\n"
-                    f"    s3://{BUCKET}/{CHECKPOINT_PREFIX}{RUN_ID}.json  etag {after.version}\n"
+                    f"    s3://{BUCKET}/{where}  etag {after.version}\n"
                     f"    turn {cp.turn}, epoch {cp.epoch}, writer {cp.writer[-24:]}, "
                     f"{len(cp.partial_text)} of {len(ANSWER)} chars: "
                     f"...{cp.partial_text[-48:]!r}"

@@ -1,9 +1,11 @@
 """Stream checkpoints in a local directory owned by one process.
 
 Each checkpoint is one file ``<run_id>.ckpt``: a header line carrying the
-version token, then the encoded checkpoint. Writes go to a temp file that is
-fsynced, renamed over the old file with ``os.replace`` and made durable by an
-fsync of the directory, so a crash leaves either the old or the new object.
+version token, then the encoded checkpoint. The directory is flat, unlike the S3 store's
+hashed prefixes: a local disk has no per-prefix request limits to spread over, and the
+directory belongs to one process, whose write rate no layout changes. Writes go to a
+temp file that is fsynced, renamed over the old file with ``os.replace`` and made durable
+by an fsync of the directory, so a crash leaves either the old or the new object.
 
 Versions are random tokens, not content hashes and not counters: a counter
 restarting after a crash could hand out a version a stale writer still holds.

@@ -27,6 +27,7 @@ from awaken_s3.local.containers import FunctionConfig
 from awaken_s3.local.event_source import EventSourceThread, SqsEventSource
 from awaken_s3.service import sweeper_job
 from awaken_s3.service.wiring import warm_runtime
+from awaken_s3.stores.s3_protocol import object_key
 from awaken_s3.threads import RunState
 from handlers import api
 from tests.fixtures.tcp_switch import TcpSwitch
@@ -97,7 +98,7 @@ class Stack:
     def checkpoint(self, run_id: str) -> dict[str, Any] | None:
         s3 = boto3.client("s3", endpoint_url=self.sqs.endpoint_url)
         try:
-            body = s3.get_object(Bucket=self.bucket, Key=f"checkpoints/{stored(run_id)}.json")
+            body = s3.get_object(Bucket=self.bucket, Key=object_key("checkpoints/", stored(run_id)))
         except s3.exceptions.NoSuchKey:
             return None
         loaded: dict[str, Any] = json.loads(body["Body"].read())

@@ -13,6 +13,7 @@ from awaken_s3.local.moto import MotoServer
 from awaken_s3.messages import ThinkingBlock
 from awaken_s3.models import PartialToolCall, StreamCheckpoint
 from awaken_s3.stores.s3 import S3StreamCheckpointStore
+from awaken_s3.stores.s3_protocol import object_key
 from tests.fixtures.aws import AwsTarget, aws_clients, dynamo_store, fresh_target
 from tests.ops.world import seed_ended_and_live
 
@@ -65,7 +66,7 @@ def test_show_prints_the_partial_and_the_plan_it_implies(
 ) -> None:
     assert main(["checkpoints", "show", "live"]) == 0
     out = capsys.readouterr().out
-    assert f"s3://{aws[0]}/checkpoints/live.json" in out
+    assert f"s3://{aws[0]}/{object_key('checkpoints/', 'live')}" in out
     assert "tool call #1 lookup (call_2): open" in out
     assert "recovery plan: R2" in out
     assert "drops #1 lookup" in out
@@ -112,7 +113,7 @@ def test_show_finds_a_run_by_the_id_its_caller_knows(
     asyncio.run(_put_checkpoints(moto_server.endpoint_url, aws[0], [mine, shared_a, shared_b]))
 
     assert main(["checkpoints", "show", "r1"]) == 0
-    assert f"s3://{aws[0]}/checkpoints/{mine}.json" in capsys.readouterr().out
+    assert f"s3://{aws[0]}/{object_key('checkpoints/', mine)}" in capsys.readouterr().out
     assert main(["checkpoints", "show", mine, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["checkpoint"]["run_id"] == mine
 
@@ -121,7 +122,7 @@ def test_show_finds_a_run_by_the_id_its_caller_knows(
     err = capsys.readouterr().err
     assert "2 checkpoints answer to run shared" in err and shared_a in err and shared_b in err
     assert main(["checkpoints", "show", "shared", "--owner", "user-b"]) == 0
-    assert f"checkpoints/{shared_b}.json" in capsys.readouterr().out
+    assert object_key("checkpoints/", shared_b) in capsys.readouterr().out
     assert main(["checkpoints", "show", "r1", "--owner", "user-b"]) == 1
     assert "no checkpoint for run" in capsys.readouterr().err
 
@@ -172,6 +173,28 @@ def test_clean_leaves_a_checkpoint_of_a_newer_build_alone(
     assert s3.get_object(Bucket=aws[0], Key="checkpoints/future.json")["Body"].read()
     assert main(["checkpoints", "show", "future"]) == 1
     assert "written by a newer awaken-s3" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_list_show_and_clean_find_a_checkpoint_an_older_build_left_at_the_flat_key(
+    aws: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import boto3
+
+    from awaken_s3.models import encode_checkpoint
+
+    s3 = boto3.client("s3")
+    s3.put_object(
+        Bucket=aws[0], Key="checkpoints/relic.json", Body=encode_checkpoint(_checkpoint("relic"))
+    )
+    assert main(["checkpoints", "show", "relic"]) == 0
+    assert f"s3://{aws[0]}/checkpoints/relic.json" in capsys.readouterr().out
+    assert main(["checkpoints", "list"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("relic")]
+    assert "its run does not exist" in line
+    assert main(["checkpoints", "clean"]) == 0
+    assert "3 deleted" in capsys.readouterr().err
+    assert "Contents" not in s3.list_objects_v2(Bucket=aws[0], Prefix="checkpoints/relic")
 
 
 def test_missing_settings_are_a_clear_usage_error(

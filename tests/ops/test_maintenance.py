@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import random
@@ -9,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from awaken_s3.errors import StreamCheckpointError
 from awaken_s3.maintenance import (
     KEPT_REWRITTEN,
     KEPT_UNKNOWN_VERSION,
@@ -20,7 +22,7 @@ from awaken_s3.maintenance import (
     survey,
 )
 from awaken_s3.messages import Message
-from awaken_s3.models import StreamCheckpoint, encode_checkpoint
+from awaken_s3.models import StoredCheckpoint, StreamCheckpoint, encode_checkpoint
 from awaken_s3.stores.memory import InMemoryStreamCheckpointStore
 from awaken_s3.streaming.cancel_mark import Mark, mark_cancelled
 from awaken_s3.threads.memory import InMemoryThreadStore
@@ -256,3 +258,50 @@ async def test_a_cancel_s_mark_whose_worker_was_gone_is_a_leftover_the_sweeper_d
     cleaned = await clean_leftovers(store, threads, now=now, quiet_for=timedelta(seconds=30))
     assert [(c.verdict.run_id, c.action) for c in cleaned] == [("run-1", "deleted")]
     assert [r async for r in store.list_run_ids()] == []
+
+
+class _Overlapping(InMemoryStreamCheckpointStore):
+    """Counts reads in flight at once; fails the read of ``fail``."""
+
+    def __init__(self, fail: str | None = None) -> None:
+        super().__init__()
+        self.in_flight = 0
+        self.most = 0
+        self.fail = fail
+
+    async def get(self, run_id: str) -> StoredCheckpoint | None:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            await asyncio.sleep(0)  # a round trip: the others get their turn
+            if run_id == self.fail:
+                raise StreamCheckpointError("S3 get failed: SlowDown (HTTP 503)", run_id=run_id)
+            return await super().get(run_id)
+        finally:
+            self.in_flight -= 1
+
+
+async def test_a_survey_judges_checkpoints_side_by_side_each_once() -> None:
+    store, threads = _Overlapping(), InMemoryThreadStore()
+    run_ids = [f"run-{n:03d}" for n in range(100)]
+    for run_id in run_ids:
+        await store.put(checkpoint(run_id), expected_version=None)
+    verdicts = [v async for v in survey(store, threads, now=NOW, concurrency=8)]
+    assert sorted(v.run_id for v in verdicts) == run_ids
+    assert all(v.stale is not None and "does not exist" in v.stale for v in verdicts)
+    assert store.most == 8
+    one_by_one = _Overlapping()
+    await one_by_one.put(checkpoint("run-1"), expected_version=None)
+    assert [v.run_id async for v in survey(one_by_one, threads, now=NOW, concurrency=1)] == [
+        "run-1"
+    ]
+    assert one_by_one.most == 1
+
+
+async def test_a_failed_read_in_a_survey_is_raised_as_itself() -> None:
+    # The CLI explains a StreamCheckpointError in one line; an exception group would not be.
+    store, threads = _Overlapping(fail="run-005"), InMemoryThreadStore()
+    for n in range(10):
+        await store.put(checkpoint(f"run-{n:03d}"), expected_version=None)
+    with pytest.raises(StreamCheckpointError, match="SlowDown"):
+        _ = [v async for v in survey(store, threads, now=NOW, concurrency=4)]

@@ -66,6 +66,7 @@ from awaken_s3.service.liveness import Path as Path_
 from awaken_s3.service.queue import RunMessage, send_run_message
 from awaken_s3.settings import derived_sweep_grace
 from awaken_s3.stores.s3 import S3StreamCheckpointStore
+from awaken_s3.stores.s3_protocol import object_key
 from awaken_s3.threads import RunSettings, RunStatus
 from awaken_s3.threads.dynamo import DynamoThreadStore, create_table, dynamodb_client_config
 from tests.runtime.serial_moto import serial_moto
@@ -402,13 +403,13 @@ class Soak:
                     await send_run_message(sqs, queue_url, RunMessage(run_id=run_id))
                 self.report.actions["duplicates"] += 1
             if live and self.due(self.config.delete_under_writer_every, tick):
-                key = f"{PREFIX}{self.rng.choice(live)}.json"
+                key = object_key(PREFIX, self.rng.choice(live))
                 await s3.delete_object(Bucket=BUCKET, Key=key)
                 self.report.actions["deleted_under_writer"] += 1
             if live and self.due(self.config.plant_corrupt_every, tick):
                 run_id = self.rng.choice(live)
                 await s3.put_object(
-                    Bucket=BUCKET, Key=f"{PREFIX}{run_id}.json", Body=b"{not a checkpoint"
+                    Bucket=BUCKET, Key=object_key(PREFIX, run_id), Body=b"{not a checkpoint"
                 )
                 self.planted_at[run_id] = time.time()
                 self.report.actions["planted_corrupt"] += 1
@@ -506,7 +507,7 @@ class Soak:
             writer="restored-from-backup",
         )
         await s3.put_object(
-            Bucket=BUCKET, Key=f"{PREFIX}{run_id}.json", Body=encode_checkpoint(checkpoint)
+            Bucket=BUCKET, Key=object_key(PREFIX, run_id), Body=encode_checkpoint(checkpoint)
         )
         self.planted_at[run_id] = time.time()
         self.report.actions["planted_restored"] += 1

@@ -6,6 +6,8 @@ concrete codes/statuses are the ones AWS, moto 5.2 and SeaweedFS 4.48 send.
 
 from __future__ import annotations
 
+import hashlib
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -133,9 +135,52 @@ def test_backoff_rejects_nonsense(attempt: int, jitter: float) -> None:
         proto.backoff_delay(attempt, base=0.05, cap=1.0, jitter=jitter)
 
 
-def test_object_key_is_prefix_run_id_json() -> None:
-    assert proto.object_key("checkpoints/", "run-7") == "checkpoints/run-7.json"
-    assert proto.object_key("", "run_7") == "run_7.json"
+def test_object_key_is_prefix_shard_run_id_json() -> None:
+    shard = hashlib.sha256(b"run-7").hexdigest()[:2]
+    assert proto.object_key("checkpoints/", "run-7") == f"checkpoints/{shard}/run-7.json"
+    assert proto.object_key("", "run_7").endswith("/run_7.json")
+    assert proto.legacy_key("checkpoints/", "run-7") == "checkpoints/run-7.json"
+
+
+def test_shards_spread_runs_over_256_prefixes_evenly() -> None:
+    prefixes = proto.shard_prefixes("checkpoints/")
+    assert len(prefixes) == len(set(prefixes)) == 256
+    assert prefixes[0] == "checkpoints/00/" and prefixes[-1] == "checkpoints/ff/"
+    counts = Counter(proto.shard_of(f"r-{n}") for n in range(25_600))
+    assert set(counts) == {p.split("/")[1] for p in prefixes}
+    # 100 expected per shard: a hash that clumped runs would overload one S3 partition.
+    assert max(counts.values()) < 150 and min(counts.values()) > 50
+
+
+def test_a_legacy_version_goes_back_to_the_legacy_key() -> None:
+    legacy = proto.legacy_version('"e1"')
+    target = proto.write_target("checkpoints/", "run-7", legacy)
+    assert (target.key, target.etag, target.legacy) == ("checkpoints/run-7.json", '"e1"', True)
+    assert proto.tag_version(target, '"e2"') == proto.legacy_version('"e2"')
+    sharded = proto.write_target("checkpoints/", "run-7", '"e1"')
+    assert (sharded.key, sharded.etag) == (proto.object_key("checkpoints/", "run-7"), '"e1"')
+    assert proto.tag_version(sharded, '"e2"') == '"e2"'
+    # The tag sits inside the quotes: shown or hashed, the version is still one quoted token.
+    assert proto.legacy_version('"e1"') == '"legacy:e1"'
+    assert proto.etag_of(proto.legacy_version('"e1"')) == '"e1"'
+    assert proto.etag_of(proto.legacy_version("e1")) == "e1"
+    assert not proto.is_legacy_version('"0123abcd-2"')
+    created = proto.write_target("checkpoints/", "run-7", None)
+    assert (created.key, created.etag, created.legacy) == (sharded.key, None, False)
+
+
+def test_deleting_a_sharded_checkpoint_clears_the_legacy_one_after_it() -> None:
+    sharded = proto.object_key("checkpoints/", "run-7")
+    targets = proto.delete_targets("checkpoints/", "run-7", '"e1"')
+    assert [(t.key, t.etag) for t in targets] == [(sharded, '"e1"')]
+    assert proto.legacy_leftover("checkpoints/", "run-7", '"e1"') == "checkpoints/run-7.json"
+    # A delete at a legacy version never touches a sharded object created since.
+    legacy_version = proto.legacy_version('"e1"')
+    legacy = proto.delete_targets("checkpoints/", "run-7", legacy_version)
+    assert [(t.key, t.etag) for t in legacy] == [("checkpoints/run-7.json", '"e1"')]
+    assert proto.legacy_leftover("checkpoints/", "run-7", legacy_version) is None
+    blind = proto.delete_targets("checkpoints/", "run-7", None)
+    assert [(t.key, t.etag) for t in blind] == [(sharded, None), ("checkpoints/run-7.json", None)]
 
 
 @pytest.mark.parametrize("bad", ["../x", "a/b", "", "x" * 129, "a.b"])
@@ -197,6 +242,8 @@ def test_was_retried_reads_botocore_retry_attempts() -> None:
     ("key", "run_id"),
     [
         ("checkpoints/run-1.json", "run-1"),
+        (f"checkpoints/{hashlib.sha256(b'run-1').hexdigest()[:2]}/run-1.json", "run-1"),
+        ("checkpoints/00/run-1.json", None),
         ("checkpoints/run-1.json.bak", None),
         ("checkpoints/nested/run-1.json", None),
         ("checkpoints/../x.json", None),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,6 +19,7 @@ from awaken_s3.errors import (
 )
 from awaken_s3.local.ports import free_port
 from awaken_s3.models import encode_checkpoint
+from awaken_s3.stores import s3_protocol as proto
 from awaken_s3.stores.s3 import S3StreamCheckpointStore
 from tests.fixtures.aws import fresh_name, s3_client, threaded_moto
 from tests.stores.conftest import Backend, make_checkpoint
@@ -118,10 +121,11 @@ async def test_object_layout_key_and_content_type(moto_client: Any, bucket: str)
     store = S3StreamCheckpointStore(bucket, prefix="ckpt/v1/", client=moto_client)
     checkpoint = make_checkpoint("run-42")
     version = await store.put(checkpoint, expected_version=None)
-    head = await moto_client.head_object(Bucket=bucket, Key="ckpt/v1/run-42.json")
+    key = f"ckpt/v1/{hashlib.sha256(b'run-42').hexdigest()[:2]}/run-42.json"
+    head = await moto_client.head_object(Bucket=bucket, Key=key)
     assert head["ContentType"] == "application/json"
     assert head["ETag"] == version
-    obj = await moto_client.get_object(Bucket=bucket, Key="ckpt/v1/run-42.json")
+    obj = await moto_client.get_object(Bucket=bucket, Key=key)
     assert await obj["Body"].read() == encode_checkpoint(checkpoint)
 
 
@@ -129,7 +133,9 @@ async def test_default_prefix_is_checkpoints(moto_client: Any, bucket: str) -> N
     store = S3StreamCheckpointStore(bucket, client=moto_client)
     await store.put(make_checkpoint("run-9"), expected_version=None)
     listing = await moto_client.list_objects_v2(Bucket=bucket)
-    assert [item["Key"] for item in listing["Contents"]] == ["checkpoints/run-9.json"]
+    assert [item["Key"] for item in listing["Contents"]] == [
+        f"checkpoints/{hashlib.sha256(b'run-9').hexdigest()[:2]}/run-9.json"
+    ]
 
 
 async def test_sse_kms_key_is_applied_to_every_write(moto_client: Any, bucket: str) -> None:
@@ -227,3 +233,24 @@ def test_constructor_refuses_ambiguous_or_nonsense_settings() -> None:
         S3StreamCheckpointStore("")
     with pytest.raises(ValueError):
         S3StreamCheckpointStore("b", conflict_retries=-1)
+
+
+@pytest.mark.parametrize("concurrency", [1, 16])
+async def test_a_listing_past_one_page_names_every_run_once(
+    moto_client: Any, bucket: str, concurrency: int
+) -> None:
+    # Past the first flat pages (4 of 1,000 keys; of 7 here) the rest comes page by page
+    # (concurrency 1) or shard by shard, and no run is named twice.
+    store = S3StreamCheckpointStore(
+        bucket, client=moto_client, list_concurrency=concurrency, list_page_size=7
+    )
+    run_ids = [f"run-{n:04d}" for n in range(60)]
+
+    async def plant(index: int, run_id: str) -> None:
+        flat = index % 10 == 0  # some in the layout of the build before the shards
+        key = proto.legacy_key(store.prefix, run_id) if flat else store.key_for(run_id)
+        await moto_client.put_object(Bucket=bucket, Key=key, Body=b"{}")
+
+    await asyncio.gather(*(plant(i, r) for i, r in enumerate(run_ids)))
+    listed = [run_id async for run_id in store.list_run_ids()]
+    assert len(listed) == len(run_ids) and set(listed) == set(run_ids)
