@@ -169,7 +169,14 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="*", default=[1, 4, 16, 64])
     parser.add_argument("--server", choices=["indexed", "moto"], default="indexed")
     parser.add_argument("--latency", type=float, default=0.05, help="indexed: s per request")
+    parser.add_argument(
+        "--quick", action="store_true", help="the smallest size (6,000 keys, once): that it runs"
+    )
     args = parser.parse_args()
+    if args.quick:
+        # Past the flat pages the store reads before it walks the shards, so both paths run.
+        args.keys, args.legacy, args.repeat, args.concurrency = 6_000, 100, 1, [1, 16]
+        args.server, args.latency = "indexed", 0.0
     if args.server == "indexed":
         keys = all_keys(args.keys, args.legacy)
         print(f"indexed stand-in, {args.keys} keys ({args.legacy} legacy), {args.latency}s/request")

@@ -36,6 +36,21 @@ class Bench:
 
 BENCHES = (
     Bench(
+        "capacity.py",
+        (
+            r"^first limit as deployed \(template defaults\): .* at [\d,]+ runs$",
+            r"^flat prefix, every run streaming: [\d,]+ followed runs or [\d,]+ unwatched runs$",
+        ),
+    ),
+    Bench(
+        "checkpoint_listing.py",
+        (
+            r"^indexed stand-in, 6000 keys \(100 legacy\), 0\.0s/request$",
+            rf"^flat listing\s+median\s+{NUM} s",
+            rf"^256 shards, 16 at once\s+median\s+{NUM} s",
+        ),
+    ),
+    Bench(
         "cancel_stop.py",
         (
             r"^cancel_stop: lease 6 s \(renewal every 2 s\),",
