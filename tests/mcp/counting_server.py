@@ -3,8 +3,9 @@ RECORDS``), built on the SDK's FastMCP and used only where a test must count cal
 server's side; every other test runs against the reference server.
 
 Each call appends a JSON line to RECORDS: the tool, its input, the idempotency key the
-request's ``_meta`` carried and the Authorization header it came with. A call whose text is
-``hang`` records itself and then never answers (the worker calling it is killed there).
+request's ``_meta`` carried and the Authorization header it came with. The first call of a
+tool whose text is ``hang`` records itself and then never answers (the worker calling it is
+killed there); a later one answers.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ def build(port: int, records: Path) -> FastMCP:
         request = ctx.request_context.request
         auth = request.headers.get("authorization") if request is not None else None
         line = {"tool": tool, "text": text, "key": key, "authorization": auth}
+        first = not any(call["tool"] == tool for call in calls(records))
         with records.open("a") as out:
             out.write(json.dumps(line) + "\n")
-        if text == "hang":
+        if text == "hang" and first:
             await anyio.sleep_forever()
         return f"{tool} did {text}"
 
