@@ -264,8 +264,6 @@ class MCPServer:
     async def call(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> str:
         """Call the server's tool ``name`` (its own name, without the prefix): its answer's
         text, or :class:`ToolError` with a fixed sentence when the server fails."""
-        from mcp.shared.exceptions import McpError
-
         limit = self.timeout
         left = ctx.seconds_left
         if left is not None:
@@ -283,9 +281,7 @@ class MCPServer:
             if result is None:
                 cause = _cause(exc)
                 ctx.logger.warning("%s: call of %s failed", self.label, name, exc_info=cause)
-                if isinstance(cause, McpError):
-                    raise ToolError(MCP_REFUSED) from None
-                raise ToolError(MCP_NO_ANSWER if sent else MCP_UNREACHABLE) from None
+                raise ToolError(failure_sentence(cause, sent=sent)) from None
             # The answer came; only closing the connection failed.
             ctx.logger.info("%s: closing after the call failed", self.label, exc_info=_cause(exc))
         assert result is not None
@@ -323,6 +319,20 @@ class MCPServer:
         client = create_mcp_http_client(headers=self._headers, timeout=httpx.Timeout(seconds))
         async with client, streamable_http_client(self._url, http_client=client) as streams:
             yield streams[0], streams[1]
+
+
+def failure_sentence(cause: BaseException, *, sent: bool) -> str:
+    """What the model reads when a call failed with ``cause``: before the request was sent
+    nothing ran; after it, only an error the server answered with says the tool did not run
+    (the SDK reports a lost connection as an error too, "Connection closed")."""
+    from mcp.shared.exceptions import McpError
+    from mcp.types import CONNECTION_CLOSED
+
+    if not sent:
+        return MCP_UNREACHABLE
+    if isinstance(cause, McpError) and cause.error.code != CONNECTION_CLOSED:
+        return MCP_REFUSED
+    return MCP_NO_ANSWER
 
 
 def _cause(exc: BaseException) -> BaseException:

@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from mcp import types
+from mcp.shared.exceptions import McpError
 
 from awaken_s3 import Agent, MCPServer, ToolError
 from awaken_s3.agents import AgentDefinitionError
-from awaken_s3.mcp import MCP_NO_ANSWER, MCPUnavailable, render_call_result
+from awaken_s3.mcp import (
+    MCP_NO_ANSWER,
+    MCP_REFUSED,
+    MCP_UNREACHABLE,
+    MCPUnavailable,
+    failure_sentence,
+    render_call_result,
+)
 from awaken_s3.runtime.tool_context import ToolContext, tool_logger
-from tests.mcp.counting_server import calls
 
 
 def context(*, deadline: float | None = None, now: float = 0.0) -> ToolContext:
@@ -40,16 +46,23 @@ def silent_port() -> Iterator[int]:
         yield listener.getsockname()[1]
 
 
-async def test_a_call_never_outlives_the_invocation_s_deadline(
-    counting: tuple[str, Path],
-) -> None:
-    url, records = counting
+async def test_a_call_never_outlives_the_invocation_s_deadline(silent_port: int) -> None:
     # The server's own timeout would wait an hour; the invocation has half a second left.
-    server = MCPServer(url, timeout=3600)
+    server = MCPServer(f"http://127.0.0.1:{silent_port}/mcp", timeout=3600)
     with pytest.raises(ToolError) as raised:
-        await server.call("send_note", {"text": "hang"}, context(deadline=100.5, now=100.0))
-    assert str(raised.value) == MCP_NO_ANSWER
-    assert [c["text"] for c in calls(records)] == ["hang"]  # it was sent: effect unknown
+        await server.call("send_note", {"text": "x"}, context(deadline=100.5, now=100.0))
+    # The handshake never got an answer, so the call itself was never sent.
+    assert str(raised.value) == MCP_UNREACHABLE
+
+
+def test_what_the_model_reads_depends_on_whether_the_request_was_sent() -> None:
+    refused = McpError(types.ErrorData(code=types.INVALID_PARAMS, message="no such tool"))
+    closed = McpError(types.ErrorData(code=types.CONNECTION_CLOSED, message="closed"))
+    assert failure_sentence(OSError("refused"), sent=False) == MCP_UNREACHABLE
+    assert failure_sentence(refused, sent=False) == MCP_UNREACHABLE
+    assert failure_sentence(TimeoutError(), sent=True) == MCP_NO_ANSWER
+    assert failure_sentence(closed, sent=True) == MCP_NO_ANSWER
+    assert failure_sentence(refused, sent=True) == MCP_REFUSED
 
 
 async def test_a_listing_that_gets_no_answer_is_given_up(silent_port: int) -> None:

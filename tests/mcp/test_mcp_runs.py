@@ -4,6 +4,7 @@ reach the model; a server that is down is an error result and the run still fini
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -52,9 +53,10 @@ def loop_for(
     )
 
 
-def created_settings(agent: Agent) -> RunSettings:
-    """The settings the API stores for a run of ``agent`` (its servers listed at creation)."""
-    return resolve_run_settings(agent, {}, default_model="scripted-1")
+async def created_settings(agent: Agent) -> RunSettings:
+    """The settings the API stores for a run of ``agent`` (its servers listed at creation),
+    planned as the API plans them: in a thread that runs no event loop."""
+    return await asyncio.to_thread(resolve_run_settings, agent, {}, default_model="scripted-1")
 
 
 async def run_agent(
@@ -66,7 +68,7 @@ async def run_agent(
     *,
     settings: RunSettings | None = None,
 ) -> tuple[Any, list[ToolResultBlock], TurnAwareProvider]:
-    await seed_run(threads, settings=settings or created_settings(agent))
+    await seed_run(threads, settings=settings or await created_settings(agent))
     provider = TurnAwareProvider(turns)
     result = await loop_for(threads, checkpoints, provider, agent, clock).run("r1")
     results = [
@@ -76,6 +78,18 @@ async def run_agent(
         if isinstance(block, ToolResultBlock)
     ]
     return result, results, provider
+
+
+async def test_no_listing_blocks_a_running_event_loop(counting: tuple[str, Path]) -> None:
+    # The worker plans a run's provider (plan_run) inside its loop: the servers it has not
+    # listed stay unlisted there rather than stall the loop; the claim lists them.
+    url, records = counting
+    agent = Agent("mcp", toolsets=[MCPServer(url)])
+    assert resolve_run_settings(agent, {}, default_model="m").tools == ()
+    assert not agent.toolsets[0].listed
+    assert [s.name for s in await agent.tool_specs(["send_note"])] == ["send_note"]
+    assert resolve_run_settings(agent, {}, default_model="m").tools == ("send_note", "set_flag")
+    assert calls(records) == []
 
 
 async def test_the_reference_server_s_tools_are_called_and_their_answers_reach_the_model(
@@ -114,7 +128,7 @@ async def test_the_model_is_offered_the_filtered_prefixed_tools_with_their_schem
 
     server = MCPServer(everything, prefix="ev_", include=lambda name: name.startswith("get-s"))
     agent = Agent("mcp", tools=[note], toolsets=[server])
-    settings = created_settings(agent)
+    settings = await created_settings(agent)
     assert settings.tools == ("note", "ev_get-structured-content", "ev_get-sum")
 
     _, _, provider = await run_agent(threads, checkpoints, clock, agent, [DONE], settings=settings)
@@ -205,7 +219,7 @@ async def test_a_server_that_went_down_is_an_error_result_and_the_run_finishes(
 ) -> None:
     served = serve_counting(tmp_path / "calls.jsonl")
     agent = Agent("mcp", toolsets=[MCPServer(served.url)])
-    settings = created_settings(agent)  # listed while it was up
+    settings = await created_settings(agent)  # listed while it was up
     served.stop()
     turns = [TurnSpec("Noting.", (("c1", "send_note", {"text": "hi"}),)), DONE]
     result, results, _ = await run_agent(
@@ -230,7 +244,7 @@ async def test_a_server_down_at_run_start_leaves_the_agent_its_function_tools(
         return f"noted {text}"
 
     served = serve_counting(tmp_path / "calls.jsonl")
-    settings = created_settings(Agent("mcp", tools=[note], toolsets=[MCPServer(served.url)]))
+    settings = await created_settings(Agent("mcp", tools=[note], toolsets=[MCPServer(served.url)]))
     served.stop()
     assert settings.tools == ("note", "send_note", "set_flag")
     # A fresh worker container: its agent has not listed the server, which is down now.
@@ -253,7 +267,7 @@ async def test_a_server_down_at_creation_creates_the_run_with_the_function_tools
         return text
 
     down = MCPServer(f"http://127.0.0.1:{free_port()}/mcp")
-    assert created_settings(Agent("mcp", tools=[note], toolsets=[down])).tools == ("note",)
+    assert (await created_settings(Agent("mcp", tools=[note], toolsets=[down]))).tools == ("note",)
 
 
 async def test_an_http_error_is_an_unreachable_server(tmp_path: Path) -> None:
