@@ -37,8 +37,10 @@ class McpWorker:
     #: the tool the model calls (with text "hang": its first call never answers)
     tool: str
     worker: str
-    lease_seconds: float = 1.0
-    max_invocations: int = 400
+    #: long enough that the doomed worker, a fresh process that imports the SDK and lists
+    #: the server first, holds its lease until the server has the call on a loaded machine
+    lease_seconds: float = 10.0
+    max_invocations: int = 2000
 
 
 def script(tool: str) -> list[TurnSpec]:
@@ -84,7 +86,7 @@ async def work(config: McpWorker) -> Counter[str]:
                 break
             if result.end == RunEnd.BUSY:
                 # Another worker's lease: wait for it to run out (real time, as in Lambda).
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(min(result.retry_after or 0.1, 0.1))
     return ends
 
 
