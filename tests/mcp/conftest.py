@@ -1,9 +1,11 @@
 """MCP servers on 127.0.0.1 for the tests, each started here and stopped by its PID: the
-reference server ``@modelcontextprotocol/server-everything`` (npm, pinned by node/package-lock
-.json and installed with ``npm ci`` when node_modules is missing) and the counting server."""
+reference server ``@modelcontextprotocol/server-everything`` (npm, pinned by
+node/package-lock.json, installed with ``npm ci`` into a cache directory when missing) and the
+counting server."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -22,25 +24,37 @@ from tests.fixtures.clock import FakeClock
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_DIR = Path(__file__).resolve().parent / "node"
-EVERYTHING = NODE_DIR / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+ENTRY = "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 
 
-def _install_reference_server() -> None:
-    if EVERYTHING.exists():
-        return
+def _install_dir() -> Path:
+    """Where ``npm ci`` installs the pinned packages: a cache outside the repository (no
+    linter or type checker walks it), one directory per lock file."""
+    lock = (NODE_DIR / "package-lock.json").read_bytes()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "awaken-s3-tests" / f"mcp-node-{hashlib.sha256(lock).hexdigest()[:16]}"
+
+
+def _install_reference_server() -> Path:
+    target = _install_dir()
+    if (target / ENTRY).exists():
+        return target / ENTRY
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
         pytest.skip("node and npm are needed to run the reference MCP server (CI installs them)")
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copyfile(NODE_DIR / name, target / name)
     subprocess.run(
-        [npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR, check=True, capture_output=True
+        [npm, "ci", "--no-audit", "--no-fund"], cwd=target, check=True, capture_output=True
     )
+    return target / ENTRY
 
 
 @pytest.fixture(scope="session")
 def everything_script() -> Path:
     """The reference server's entry point (``node SCRIPT stdio|streamableHttp``)."""
-    _install_reference_server()
-    return EVERYTHING
+    return _install_reference_server()
 
 
 def _stop(proc: subprocess.Popen[bytes], sig: signal.Signals = signal.SIGTERM) -> None:
