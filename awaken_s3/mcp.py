@@ -42,6 +42,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
+from awaken_s3.agents import AgentDefinitionError
 from awaken_s3.errors import AwakenError
 from awaken_s3.runtime.tool_context import ToolContext
 from awaken_s3.runtime.tools import TOOL_NAME_PATTERN, Tool, ToolError
@@ -141,7 +142,7 @@ class MCPServer:
         list_timeout: float = DEFAULT_LIST_TIMEOUT,
     ) -> None:
         if urlsplit(url).scheme not in ("http", "https"):
-            raise ValueError("an MCP server's url must be http:// or https://")
+            raise AgentDefinitionError("an MCP server's url must be http:// or https://")
         self._url = url
         self._headers = dict(headers or {})
         self._stdio: tuple[str, tuple[str, ...], dict[str, str] | None] | None = None
@@ -170,11 +171,11 @@ class MCPServer:
 
     def _setup(self, prefix: str, include: Include, timeout: float, list_timeout: float) -> None:
         if prefix and not re.match(r"^[A-Za-z0-9_-]*$", prefix):
-            raise ValueError("an MCP prefix may hold only letters, digits, '_' and '-'")
+            raise AgentDefinitionError("an MCP prefix may hold only letters, digits, '_' and '-'")
         if timeout <= 0 or list_timeout <= 0:
-            raise ValueError("MCP timeouts must be positive")
+            raise AgentDefinitionError("MCP timeouts must be positive")
         if include is not None and not callable(include) and isinstance(include, str):
-            raise ValueError("include takes a collection of tool names or a predicate")
+            raise AgentDefinitionError("include takes a collection of tool names or a predicate")
         self.prefix, self.include = prefix, include
         self.timeout, self.list_timeout = timeout, list_timeout
         self._tools: tuple[Tool[..., Any], ...] | None = None
