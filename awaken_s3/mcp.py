@@ -66,6 +66,8 @@ MCP_REFUSED: Final = "the MCP server refused the call with a protocol error"
 #: seconds a call may take unless the server says otherwise (the invocation's deadline also
 #: bounds it: a call never outlives the time the invocation has left)
 DEFAULT_CALL_TIMEOUT: Final = 60.0
+#: how much later than the registry's bound a call's own timeout fires
+BACKSTOP_SECONDS: Final = 1.0
 #: seconds to connect and list the tools
 DEFAULT_LIST_TIMEOUT: Final = 10.0
 
@@ -265,10 +267,14 @@ class MCPServer:
     async def call(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> str:
         """Call the server's tool ``name`` (its own name, without the prefix): its answer's
         text, or :class:`ToolError` with a fixed sentence when the server fails."""
+        # The registry cuts the call at the same bound (the tool's timeout, and the time the
+        # invocation has left) and records it as timed out; this one, a little later, is a
+        # backstop for a call made without the registry.
         limit = self.timeout
         left = ctx.seconds_left
         if left is not None:
-            limit = max(0.001, min(limit, left))
+            limit = min(limit, left)
+        limit = max(0.001, limit) + BACKSTOP_SECONDS
         meta = {IDEMPOTENCY_META_KEY: ctx.idempotency_key}
         sent = False
         result: mcp_types.CallToolResult | None = None
@@ -331,7 +337,13 @@ def failure_sentence(cause: BaseException, *, sent: bool) -> str:
 
     if not sent:
         return MCP_UNREACHABLE
-    if isinstance(cause, McpError) and cause.error.code != CONNECTION_CLOSED:
+    # JSON-RPC errors the server sent have negative codes; the SDK makes up its own for a
+    # closed connection (CONNECTION_CLOSED) and for a request that timed out (HTTP's 408).
+    if (
+        isinstance(cause, McpError)
+        and cause.error.code < 0
+        and cause.error.code != CONNECTION_CLOSED
+    ):
         return MCP_REFUSED
     return MCP_NO_ANSWER
 

@@ -47,7 +47,8 @@ def silent_port() -> Iterator[int]:
 
 
 async def test_a_call_never_outlives_the_invocation_s_deadline(silent_port: int) -> None:
-    # The server's own timeout would wait an hour; the invocation has half a second left.
+    # The server's own timeout would wait an hour; the invocation has half a second left (the
+    # call's backstop fires a second after the registry's bound, which this test bypasses).
     server = MCPServer(f"http://127.0.0.1:{silent_port}/mcp", timeout=3600)
     with pytest.raises(ToolError) as raised:
         await server.call("send_note", {"text": "x"}, context(deadline=100.5, now=100.0))
@@ -58,10 +59,12 @@ async def test_a_call_never_outlives_the_invocation_s_deadline(silent_port: int)
 def test_what_the_model_reads_depends_on_whether_the_request_was_sent() -> None:
     refused = McpError(types.ErrorData(code=types.INVALID_PARAMS, message="no such tool"))
     closed = McpError(types.ErrorData(code=types.CONNECTION_CLOSED, message="closed"))
+    timed_out = McpError(types.ErrorData(code=408, message="timed out"))
     assert failure_sentence(OSError("refused"), sent=False) == MCP_UNREACHABLE
     assert failure_sentence(refused, sent=False) == MCP_UNREACHABLE
     assert failure_sentence(TimeoutError(), sent=True) == MCP_NO_ANSWER
     assert failure_sentence(closed, sent=True) == MCP_NO_ANSWER
+    assert failure_sentence(timed_out, sent=True) == MCP_NO_ANSWER
     assert failure_sentence(refused, sent=True) == MCP_REFUSED
 
 
