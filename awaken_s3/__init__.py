@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from awaken_s3.errors import StreamCheckpointError as StreamCheckpointError
     from awaken_s3.failures import FailureCode as FailureCode
     from awaken_s3.ids import InvalidIdError as InvalidIdError
+    from awaken_s3.mcp import MCPServer as MCPServer
     from awaken_s3.messages import Message as Message
     from awaken_s3.messages import ProviderBlock as ProviderBlock
     from awaken_s3.messages import RedactedThinkingBlock as RedactedThinkingBlock

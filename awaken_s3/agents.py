@@ -32,7 +32,9 @@ with a classified error (``unknown_agent``, ``unknown_tool``).
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -43,8 +45,12 @@ from awaken_s3.runtime.tools import Tool, ToolRegistry, as_tool
 from awaken_s3.threads.models import RunSettings
 
 if TYPE_CHECKING:
+    from awaken_s3.mcp import MCPServer
     from awaken_s3.providers.config import ProviderSettings
     from awaken_s3.service.worker import LambdaHandler, ProviderFactory
+    from awaken_s3.streaming.provider import ToolSpec
+
+log = logging.getLogger("awaken_s3.agents")
 
 #: request fields an agent may let a caller set on a run
 OVERRIDABLE_FIELDS: Final = frozenset(
@@ -103,6 +109,9 @@ class Agent:
     turn that run at once (a tool made with ``exclusive=True`` always runs alone).
     ``tool_timeout``: seconds any of its tool calls may take (a tool's own ``timeout``, and the
     time the worker's invocation has left, cut a call sooner when they come first).
+    ``toolsets``: MCP servers (:class:`~awaken_s3.mcp.MCPServer`) whose tools the agent offers
+    too, listed once per process; a server that cannot be listed leaves the agent its other
+    tools (docs/AGENTS.md, "MCP servers").
     """
 
     name: str = field(kw_only=False)
@@ -119,7 +128,9 @@ class Agent:
     overridable: Collection[str] = frozenset()
     max_parallel_tools: int = DEFAULT_MAX_PARALLEL_TOOLS
     tool_timeout: float | None = None
+    toolsets: Sequence[MCPServer] = ()
     registry: ToolRegistry = field(init=False, repr=False, compare=False)
+    _adopting: threading.Lock = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not re.match(AGENT_NAME_PATTERN, self.name):
@@ -137,6 +148,8 @@ class Agent:
         if self.tool_timeout is not None and not self.tool_timeout > 0:
             raise AgentDefinitionError(f"agent {self.name}: tool_timeout must be positive")
         object.__setattr__(self, "registry", ToolRegistry(tools, timeout=self.tool_timeout))
+        object.__setattr__(self, "toolsets", _toolsets(self.name, self.toolsets))
+        object.__setattr__(self, "_adopting", threading.Lock())
         overridable = frozenset(self.overridable)
         unknown = overridable - OVERRIDABLE_FIELDS
         if unknown:
@@ -161,7 +174,70 @@ class Agent:
 
     @property
     def tool_names(self) -> tuple[str, ...]:
+        """The tools registered so far: the function tools, and those of the MCP servers
+        listed in this process (:meth:`load_toolsets`)."""
         return self.registry.names
+
+    async def load_toolsets(self) -> tuple[MCPServer, ...]:
+        """List the MCP servers not listed yet and register their tools; the servers that
+        could not be listed (tried again on the next call)."""
+        if not self.toolsets:
+            return ()
+        from awaken_s3.mcp import load_toolsets
+
+        tools, down = await load_toolsets(self.toolsets)
+        self._adopt(tools)
+        return tuple(down)
+
+    def load_toolsets_blocking(self) -> tuple[MCPServer, ...]:
+        """:meth:`load_toolsets` from synchronous code (the API's run creation). From a
+        thread that runs an event loop it lists nothing and answers () (logged at debug)."""
+        if not self.toolsets:
+            return ()
+        if _loop_running():
+            # The worker plans a run's provider inside its loop: listing there would stall
+            # the loop and the lease it renews. The worker lists at the claim instead.
+            log.debug("agent %s: MCP servers not listed from a running event loop", self.name)
+            return ()
+        from awaken_s3.mcp import MCPUnavailable
+
+        down: list[MCPServer] = []
+        for server in self.toolsets:
+            try:
+                self._adopt(server.tools_blocking())
+            except MCPUnavailable:
+                down.append(server)
+        return tuple(down)
+
+    def _adopt(self, tools: Iterable[Tool[..., Any]]) -> None:
+        with self._adopting:
+            for item in tools:
+                present = self.registry.get(item.name)
+                if present is None:
+                    self.registry.add(item)
+                elif present is not item:
+                    log.error(
+                        "agent %s: MCP tool %s skipped: another tool has its name",
+                        self.name,
+                        item.name,
+                    )
+
+    async def tool_specs(self, names: Sequence[str]) -> tuple[ToolSpec, ...]:
+        """The specs a run's requests offer for its tools ``names``, after listing the MCP
+        servers. A name no tool has raises KeyError, unless a server could not be listed: its
+        tools are then left out and the run goes on with the others (logged)."""
+        down = await self.load_toolsets()
+        if down:
+            missing = [name for name in names if self.registry.get(name) is None]
+            if missing:
+                log.warning(
+                    "agent %s: MCP servers down (%s); their tools are not offered: %s",
+                    self.name,
+                    ", ".join(s.label for s in down),
+                    ", ".join(missing),
+                )
+                names = [name for name in names if name not in missing]
+        return tuple(self.registry.specs(names))
 
     def provider_settings(self, env: Mapping[str, str] | None = None) -> ProviderSettings:
         """The provider configuration of this agent's runs: the environment's, with the
@@ -177,6 +253,28 @@ class Agent:
         if self.model is not None:
             source["AWAKEN_MODEL"] = self.model
         return ProviderSettings.from_env(source)
+
+
+def _loop_running() -> bool:
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _toolsets(agent: str, toolsets: Sequence[Any]) -> tuple[MCPServer, ...]:
+    from awaken_s3.mcp import MCPServer
+
+    found = tuple(toolsets)
+    for item in found:
+        if not isinstance(item, MCPServer):
+            raise AgentDefinitionError(
+                f"agent {agent}: toolsets takes MCPServer objects, not {type(item).__name__}"
+            )
+    return found
 
 
 def _check_range(agent: str, name: str, value: int, low: int, high: int) -> None:
@@ -208,7 +306,16 @@ def _run_model(
 
 
 def _run_tools(agent: Agent, request: Mapping[str, Any]) -> tuple[str, ...]:
-    """The agent's tools, or those of them ``request`` names (in its order, once each)."""
+    """The agent's tools, or those of them ``request`` names (in its order, once each). The
+    MCP servers are listed first (once per process): a run is created with their tools too,
+    or, when one cannot be listed, without its tools (logged)."""
+    down = agent.load_toolsets_blocking()
+    if down:
+        log.warning(
+            "agent %s: a run is created without the tools of the MCP servers %s",
+            agent.name,
+            ", ".join(server.label for server in down),
+        )
     tools = agent.tool_names
     if "tools" in request and request["tools"] is not None:
         chosen = tuple(dict.fromkeys(request["tools"]))

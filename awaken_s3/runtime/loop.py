@@ -178,7 +178,7 @@ class _Driver:
                     return rm.ClaimRefused(
                         await store.get_run(run_id), self.loop._clock(), str(exc)
                     )
-                return self.resolve(run)
+                return await self.resolve(run)
             case rm.SettleCheckpoint(judge=judge):
                 cleared = await settle_checkpoint(self.loop.checkpoints, run_id, judge)
                 return rm.CheckpointSettled(left=cleared is Cleared.LEFT)
@@ -223,7 +223,7 @@ class _Driver:
                     return rm.FenceChecked(None)
         raise AssertionError(f"not an action to perform: {action!r}")
 
-    def resolve(self, run: RunState) -> rm.Claimed:
+    async def resolve(self, run: RunState) -> rm.Claimed:
         """The claimed run's agent and the tools its requests send, or why there are none."""
         from awaken_s3.agents import UnknownAgent
 
@@ -233,7 +233,8 @@ class _Driver:
         except UnknownAgent as exc:
             return rm.Claimed(run, now, agent_problem=str(exc))
         try:
-            tools = tuple(agent.registry.specs(names)) if names else ()
+            # The agent's MCP servers are listed here, once per process (Agent.tool_specs).
+            tools = await agent.tool_specs(names) if names else ()
         except KeyError as exc:
             return rm.Claimed(run, now, tools_problem=str(exc.args[0]))
         return rm.Claimed(run, now, tools=tools)

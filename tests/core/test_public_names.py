@@ -52,6 +52,7 @@ def test_what_users_build_on_is_exported() -> None:
         DynamoThreadStore,
         FailureCode,
         InMemoryThreadStore,
+        MCPServer,
         ReasoningChunk,
         ResumableTurn,
         TextChunk,
@@ -72,6 +73,7 @@ def test_what_users_build_on_is_exported() -> None:
     )
 
     assert open_turn.__module__ == "awaken_s3.streaming.resumable"
+    assert MCPServer.__module__ == "awaken_s3.mcp"
     assert issubclass(ThreadStoreError, AwakenError) and issubclass(ToolError, AwakenError)
 
 
@@ -114,6 +116,18 @@ def test_the_architecture_doc_lists_the_namespace() -> None:
 
 def test_importing_the_package_does_not_load_aioboto3() -> None:
     code = "import sys, awaken_s3; print('aioboto3' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_an_agent_with_an_mcp_server_does_not_load_the_mcp_sdk_until_it_lists() -> None:
+    # Defining the app happens at a Lambda handler's import: the SDK (and httpx, anyio) load
+    # only when the worker first lists the server's tools.
+    code = (
+        "import sys, awaken_s3\n"
+        "awaken_s3.Agent('a', toolsets=[awaken_s3.MCPServer('http://127.0.0.1:9/mcp')])\n"
+        "print('mcp' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
