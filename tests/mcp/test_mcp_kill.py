@@ -71,7 +71,7 @@ def test_a_worker_killed_mid_call(
     assert ends["completed"] == 1 and run.status == RunStatus.COMPLETED and checkpoint is None
     [result] = [b for m in messages for b in m.content if isinstance(b, ToolResultBlock)]
     made = calls(records)
-    key = idempotency_key("r1", "call-0")
+    key = idempotency_key("r1", "call-0", 1)  # run.turn once the calling turn committed
     if tool == "send_note":  # no annotation: at most once
         assert len(made) == 1
         assert (result.content, result.is_error) == (OUTCOME_UNKNOWN, True)

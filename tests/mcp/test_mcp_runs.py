@@ -203,7 +203,7 @@ async def test_the_idempotency_key_and_the_headers_reach_the_server_and_no_log(
     assert result.end == RunEnd.COMPLETED
     assert results[0].content == "send_note did hi"
     [call] = calls(records)
-    assert call["key"] == idempotency_key("r1", "c1")
+    assert call["key"] == idempotency_key("r1", "c1", 1)  # run.turn once the calling turn committed
     assert call["authorization"] == secret
     assert all(
         "sekret" not in r.getMessage() and "sekret" not in (r.exc_text or "")
