@@ -194,7 +194,9 @@ class Agent:
         thread that runs an event loop it lists nothing and answers () (logged at debug)."""
         if not self.toolsets:
             return ()
-        if _loop_running():
+        from awaken_s3.stores.sync import loop_running
+
+        if loop_running():
             # The worker plans a run's provider inside its loop: listing there would stall
             # the loop and the lease it renews. The worker lists at the claim instead.
             log.debug("agent %s: MCP servers not listed from a running event loop", self.name)
@@ -253,16 +255,6 @@ class Agent:
         if self.model is not None:
             source["AWAKEN_MODEL"] = self.model
         return ProviderSettings.from_env(source)
-
-
-def _loop_running() -> bool:
-    import asyncio
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def _toolsets(agent: str, toolsets: Sequence[Any]) -> tuple[MCPServer, ...]:

@@ -72,7 +72,7 @@ class SyncStreamCheckpointStore(Generic[_S]):
         self.close()
 
     def _call(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        if _loop_running():
+        if loop_running():
             coro.close()
             raise RuntimeError(
                 "the synchronous checkpoint store cannot run inside an event loop; "
@@ -85,7 +85,8 @@ class SyncStreamCheckpointStore(Generic[_S]):
             return self._runner.run(coro)
 
 
-def _loop_running() -> bool:
+def loop_running() -> bool:
+    """A coroutine cannot be run to completion from here: this thread runs an event loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
