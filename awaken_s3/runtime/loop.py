@@ -289,7 +289,7 @@ class _Driver:
             action.run,
             action.calls,
             epoch=machine.epoch,
-            may_start=lambda: not machine.past_deadline(monotonic()),
+            may_start=lambda: not machine.too_late_to_start(monotonic()),
             deadline=machine.deadline,
             monotonic=monotonic,
             sleep=self.loop._sleep,

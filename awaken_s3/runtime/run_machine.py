@@ -475,7 +475,7 @@ class RunExits:
     deadline: float | None = None
     max_idle_suspensions: int = DEFAULT_MAX_IDLE_SUSPENSIONS
     #: seconds before the deadline after which an invocation that made progress hands the
-    #: run over instead of starting another model turn
+    #: run over instead of starting another model turn or tool call
     turn_headroom: float = 0.0
 
     phase: Phase = field(default=Phase.CLAIMING, init=False)
@@ -498,6 +498,17 @@ class RunExits:
 
     def past_deadline(self, now: float, headroom: float = 0.0) -> bool:
         return self.deadline is not None and now >= self.deadline - headroom
+
+    def too_late_to_start(self, now: float) -> bool:
+        """Past the deadline, or (after some progress) within the headroom of it: no model
+        turn and no tool call starts then. A tool call is cut at the deadline, and a cut
+        non-idempotent call can only be answered "outcome unknown", so one started with
+        seconds left would lose its answer where the next invocation, with its whole time,
+        runs it; an invocation that made no progress starts anyway (a hand-over could only
+        repeat)."""
+        return self.past_deadline(now) or (
+            self.tally.progressed and self.past_deadline(now, self.turn_headroom)
+        )
 
     def late_put_wait(self, now: float) -> float:
         """How long the delete after a commit waits for a put that outlasted its turn."""
@@ -707,12 +718,9 @@ class RunMachine(RunExits):
         if run.turn >= settings.max_turns:
             limit = f"the run reached its limit of {settings.max_turns} model turns"
             return self._finish(RunStatus.FAILED, _error(STEP_LIMIT, limit))
-        # Too late for a model turn: past the deadline, or (after some progress) within the
-        # headroom of it. A turn cut at the deadline is resumed by a call that sends the
-        # thread again; handing over between steps costs only the next invocation.
-        if self.past_deadline(now) or (
-            self.tally.progressed and self.past_deadline(now, self.turn_headroom)
-        ):
+        # A turn cut at the deadline is resumed by a call that sends the thread again;
+        # handing over between steps costs only the next invocation.
+        if self.too_late_to_start(now):
             return self._hand_over()
         if self._tools_problem is not None:
             # The run asks for a tool this worker does not have: retrying cannot help.

@@ -282,17 +282,25 @@ async def test_near_its_deadline_an_invocation_hands_over_instead_of_starting_a_
     loop = make_loop(provider, adding_registry(effects), monotonic=mono, turn_headroom=10)
     first = await loop.run("r1", deadline=mono.now + 30)
     assert first.end == RunEnd.SUSPENDED
-    assert (first.turns_committed, first.tool_calls) == (1, 1)  # its tool ran, turn 1 not begun
+    # Its tool call is not started either: a call is cut at the deadline, and a cut call that
+    # is not idempotent could only be answered "outcome unknown".
+    assert (first.turns_committed, first.tool_calls) == (1, 0)
     assert len(provider.requests) == 1
-    # The next invocation starts turn 1 afresh (no prefix to send) even with less time left
-    # than the headroom: it has made no progress yet, and a hand-over could only repeat.
+    # The next invocation starts the call even with less time left than the headroom: it has
+    # made no progress yet, and a hand-over could only repeat. Then it has, and hands over.
     second = make_loop(
         provider, adding_registry(effects), worker="w2", monotonic=mono, turn_headroom=10
     )
-    after = await second.run("r1", deadline=mono.now + 5)
+    tools = await second.run("r1", deadline=mono.now + 5)
+    assert (tools.end, tools.turns_committed, tools.tool_calls) == (RunEnd.SUSPENDED, 0, 1)
+    # The one after starts turn 1 afresh (no prefix to send), by the same rule.
+    third = make_loop(
+        provider, adding_registry(effects), worker="w3", monotonic=mono, turn_headroom=10
+    )
+    after = await third.run("r1", deadline=mono.now + 5)
     assert after.turns_committed == 1
     assert provider.requests[1].messages[-1].role == "user"  # a fresh turn, not a continuation
-    last = await make_loop(provider, adding_registry(effects), worker="w3").run("r1")
+    last = await make_loop(provider, adding_registry(effects), worker="w4").run("r1")
     assert last.end == RunEnd.COMPLETED
     assert await threads.load_messages("t1") == expected_thread(PROMPT, turns, ["1", "2"])
     assert all(r.messages[-1].role == "user" for r in provider.requests)  # nothing was cut
