@@ -8,10 +8,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from awaken_s3.messages import ToolResultBlock
 from awaken_s3.runtime.tool_context import idempotency_key
 from awaken_s3.runtime.tools import OUTCOME_UNKNOWN
 from awaken_s3.threads import RunStatus
+from tests.fixtures.processes import sigkill_when_reached
 from tests.mcp.conftest import ROOT
 from tests.mcp.counting_server import calls
 from tests.mcp.worker_proc import McpWorker, config_json, seeded, work
@@ -37,21 +36,7 @@ def run_until_called_then_kill(config: McpWorker, records: Path) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    try:
-        give_up = time.monotonic() + 120
-        while not calls(records):
-            if proc.poll() is not None:
-                raise AssertionError(f"worker exited early: {proc.stderr.read()[-3000:]!r}")  # type: ignore[union-attr]
-            if time.monotonic() > give_up:
-                raise AssertionError("the worker never called the server")
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        assert proc.returncode == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    sigkill_when_reached(proc, lambda: bool(calls(records)), what="called the server", bound=120)
 
 
 @pytest.mark.parametrize("tool", ["send_note", "set_flag"])

@@ -16,41 +16,19 @@ from awaken_s3.agents import resolve_run_settings
 from awaken_s3.local.ports import free_port
 from awaken_s3.mcp import MCP_UNREACHABLE, MCPUnavailable
 from awaken_s3.messages import ToolResultBlock
-from awaken_s3.runtime.loop import RunEnd, RunLoop
+from awaken_s3.runtime.loop import RunEnd
 from awaken_s3.runtime.tool_context import idempotency_key
 from awaken_s3.stores.base import StreamCheckpointStore
-from awaken_s3.streaming.runner import TurnRunner
 from awaken_s3.threads import RunStatus, ThreadStore
 from awaken_s3.threads.models import RunSettings
 from tests.fixtures.clock import FakeClock
 from tests.fixtures.runs import seed_run
 from tests.mcp.conftest import serve_counting
 from tests.mcp.counting_server import calls
-from tests.runtime.conftest import EAGER, FAST_RETRY, LEASE
 from tests.runtime.scripts import TurnAwareProvider, TurnSpec
+from tests.runtime.test_agent_runs import app_loop
 
 DONE = TurnSpec("Done.")
-
-
-def loop_for(
-    threads: ThreadStore,
-    checkpoints: StreamCheckpointStore,
-    provider: TurnAwareProvider,
-    agent: Agent,
-    clock: FakeClock,
-) -> RunLoop:
-    runner = TurnRunner(
-        provider, checkpoints, writer_id="w1", retry_policy=FAST_RETRY, checkpoint_policy=EAGER
-    )
-    return RunLoop(
-        threads,
-        runner,
-        checkpoints,
-        worker_id="w1",
-        lease_seconds=LEASE,
-        clock=clock,
-        app=App([agent]),
-    )
 
 
 async def created_settings(agent: Agent) -> RunSettings:
@@ -70,7 +48,7 @@ async def run_agent(
 ) -> tuple[Any, list[ToolResultBlock], TurnAwareProvider]:
     await seed_run(threads, settings=settings or await created_settings(agent))
     provider = TurnAwareProvider(turns)
-    result = await loop_for(threads, checkpoints, provider, agent, clock).run("r1")
+    result = await app_loop(threads, checkpoints, provider, App([agent]), clock).run("r1")
     results = [
         block
         for message in await threads.load_messages("t1")

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from awaken_s3.messages import ToolResultBlock
 from awaken_s3.runtime.tools import OUTCOME_UNKNOWN
 from awaken_s3.threads import RunStatus
 from tests.fixtures.aws import AwsTarget
+from tests.fixtures.processes import sigkill_when_reached
 from tests.runtime.aws import PROMPT, check_thread, final_state, seeded_target
 from tests.runtime.scripts import Effects, expected_thread, tool_turns
 from tests.runtime.worker_proc import WorkerConfig, config_json, work
@@ -57,21 +56,9 @@ def run_until_marker_then_kill(cfg: WorkerConfig) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    try:
-        give_up = time.monotonic() + 60
-        while not Path(cfg.marker).exists():
-            if proc.poll() is not None:
-                raise AssertionError(f"worker exited early: {proc.stderr.read()[-3000:]!r}")  # type: ignore[union-attr]
-            if time.monotonic() > give_up:
-                raise AssertionError("the worker never reached the kill point")
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        assert proc.returncode == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    sigkill_when_reached(
+        proc, lambda: Path(cfg.marker).exists(), what="reached the kill point", bound=60
+    )
 
 
 def rescue(target: AwsTarget, tmp: Path) -> Counter[str]:
