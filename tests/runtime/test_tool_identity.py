@@ -17,14 +17,14 @@ import pytest
 
 from awaken_s3 import Agent, App, ToolContext, tool
 from awaken_s3.messages import Message, ToolResultBlock
-from awaken_s3.runtime.loop import RunEnd, RunLoop
-from awaken_s3.streaming.runner import TurnRunner
+from awaken_s3.runtime.loop import RunEnd
 from tests.fixtures.clock import FakeClock
 from tests.fixtures.runs import SETTINGS, seed_run
 from tests.providers.wire import openai_wire as ow
 from tests.providers.wire.dialects import OpenAIDialect
 from tests.providers.wire.server import Part, Scripted, WireServer
-from tests.runtime.conftest import EAGER, FAST_RETRY, LEASE, Backend
+from tests.runtime.conftest import Backend
+from tests.runtime.test_agent_runs import app_loop
 
 
 @pytest.fixture
@@ -63,26 +63,11 @@ def text_turn(text: str) -> Scripted:
 
 async def drive(backend: Backend, wire: WireServer, agent: Agent) -> list[Message]:
     provider = OpenAIDialect().provider(wire)
-    runner = TurnRunner(
-        provider,
-        backend.checkpoints,
-        writer_id="w1",
-        retry_policy=FAST_RETRY,
-        checkpoint_policy=EAGER,
-    )
     settings = dataclasses.replace(
         SETTINGS, model=ow.MODEL, agent=agent.name, tools=agent.tool_names
     )
     await seed_run(backend.threads, settings=settings)
-    loop = RunLoop(
-        backend.threads,
-        runner,
-        backend.checkpoints,
-        worker_id="w1",
-        lease_seconds=LEASE,
-        clock=FakeClock(),
-        app=App([agent]),
-    )
+    loop = app_loop(backend.threads, backend.checkpoints, provider, App([agent]), FakeClock())
     result = await loop.run("r1")
     assert result.end == RunEnd.COMPLETED, result
     return await backend.threads.load_messages("t1")

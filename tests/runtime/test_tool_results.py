@@ -12,12 +12,12 @@ import pytest
 from awaken_s3 import Agent, App, tool
 from awaken_s3.messages import ToolResultBlock
 from awaken_s3.runtime import tools as tools_module
-from awaken_s3.runtime.loop import RunEnd, RunLoop
-from awaken_s3.streaming.runner import TurnRunner
+from awaken_s3.runtime.loop import RunEnd
 from tests.fixtures.clock import FakeClock
 from tests.fixtures.runs import SETTINGS, seed_run
-from tests.runtime.conftest import EAGER, FAST_RETRY, LEASE, Backend
+from tests.runtime.conftest import Backend
 from tests.runtime.scripts import TurnAwareProvider, TurnSpec
+from tests.runtime.test_agent_runs import app_loop
 
 
 class Credentials:
@@ -55,24 +55,9 @@ async def test_a_result_json_cannot_hold_is_an_error_result_without_its_value(
     backend: Backend, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     provider = TurnAwareProvider([TurnSpec("Fetching.", (("c1", name, {}),)), TurnSpec("Done.")])
-    runner = TurnRunner(
-        provider,
-        backend.checkpoints,
-        writer_id="w1",
-        retry_policy=FAST_RETRY,
-        checkpoint_policy=EAGER,
-    )
     settings = dataclasses.replace(SETTINGS, agent=AGENT.name, tools=AGENT.tool_names)
     await seed_run(backend.threads, settings=settings)
-    loop = RunLoop(
-        backend.threads,
-        runner,
-        backend.checkpoints,
-        worker_id="w1",
-        lease_seconds=LEASE,
-        clock=FakeClock(),
-        app=App([AGENT]),
-    )
+    loop = app_loop(backend.threads, backend.checkpoints, provider, App([AGENT]), FakeClock())
     with caplog.at_level(logging.DEBUG):
         result = await loop.run("r1")
     assert result.end == RunEnd.COMPLETED
